@@ -1,0 +1,145 @@
+"""What the model sees: modes, the compiled system prompt (cached by block versions), history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from memory.blocks import compile_blocks
+from memory.models import AgentData, MessageData
+
+DEFAULT_SYSTEM = (
+    "You are a helpful assistant with persistent memory. Your core memory blocks below are "
+    "always visible to you; use your tools to search archival memory and past conversations "
+    "when the user refers to something you do not see."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """How a run differs: text, voice (agents.voice) or sleeptime (agents.sleeptime)."""
+
+    name: str
+    prompt: str = ""  # appended to the agent's system prompt
+    system: str | None = None  # replaces the agent's system prompt (sleeptime)
+    voice_tools: bool = False  # voice-safe tools only, search_memory first, pre_exec_msg added
+    tool_names: tuple[str, ...] | None = None  # None: the agent's own tools
+    history: bool = True  # include the agent's in-context messages
+    persist: bool = True  # store messages in the agent's recall memory
+
+
+TEXT = Mode("text")
+
+
+class PromptCache:
+    """Compiled system prompts, rebuilt only when a block version or the agent changes."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], tuple[tuple[Any, ...], str]] = {}
+        self.builds = 0
+
+    def get(self, agent: AgentData, mode: Mode) -> str:
+        key = (agent.updated_at, agent.system, tuple((b.label, b.version) for b in agent.blocks))
+        hit = self._cache.get((agent.id, mode.name))
+        if hit and hit[0] == key:
+            return hit[1]
+        self.builds += 1
+        base = mode.system if mode.system is not None else (agent.system or DEFAULT_SYSTEM)
+        parts = [base.strip()]
+        if mode.prompt:
+            parts.append(mode.prompt.strip())
+        parts.append(compile_blocks(agent.blocks))
+        text = "\n\n".join(parts)
+        self._cache[(agent.id, mode.name)] = (key, text)
+        return text
+
+    def forget(self, agent_id: str) -> None:
+        for k in [k for k in self._cache if k[0] == agent_id]:
+            del self._cache[k]
+
+
+def estimate_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def message_tokens(m: MessageData) -> int:
+    return estimate_tokens(m.content) + sum(
+        estimate_tokens(tc.arguments) + 8 for tc in m.tool_calls
+    )
+
+
+def order_context(messages: Sequence[MessageData]) -> list[MessageData]:
+    """The newest summary first, then everything else in order."""
+    summaries = [m for m in messages if m.kind == "summary"]
+    rest = [m for m in messages if m.kind != "summary"]
+    return summaries[-1:] + rest
+
+
+def to_openai(messages: Sequence[MessageData]) -> list[dict[str, Any]]:
+    """Chat-completions messages; tool calls without results (a cut-off turn) are dropped."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    out: list[dict[str, Any]] = []
+    live_calls: set[str] = set()
+    for m in messages:
+        if m.role == "assistant":
+            calls = [tc for tc in m.tool_calls if tc.id in answered]
+            live_calls.update(tc.id for tc in calls)
+            if not calls and not m.content:
+                continue
+            msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+            if calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.name, "arguments": tc.arguments or "{}"},
+                    }
+                    for tc in calls
+                ]
+            out.append(msg)
+        elif m.role == "tool":
+            if m.tool_call_id in live_calls:
+                out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.kind == "summary":
+            out.append(
+                {"role": "user", "content": f"[Summary of the earlier conversation]\n{m.content}"}
+            )
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def split_for_summary(
+    messages: Sequence[MessageData], keep_tokens: int
+) -> tuple[list[MessageData], list[MessageData]]:
+    """(to summarize, to keep): keep the newest messages within `keep_tokens`, cutting at a
+    user message so tool calls stay with their results."""
+    total, cut = 0, len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        total += message_tokens(messages[i])
+        if total > keep_tokens:
+            break
+        if messages[i].role == "user" and messages[i].kind != "summary":
+            cut = i
+    return list(messages[:cut]), list(messages[cut:])
+
+
+def extractive_summary(messages: Sequence[MessageData]) -> str:
+    """Local fallback: the first sentence of each user/assistant message."""
+    lines = []
+    for m in messages:
+        if m.role in ("user", "assistant") and m.content.strip():
+            first = m.content.strip().split(". ")[0][:160]
+            lines.append(f"{m.role}: {first}")
+    return "\n".join(lines[-60:])
+
+
+def tool_result_json(ok: bool, result: str) -> str:
+    return result if ok else json.dumps({"status": "error", "message": result})
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

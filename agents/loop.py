@@ -1,0 +1,315 @@
+"""THE agent loop. Text, voice, chat completions and sleeptime all run `AgentLoop.run`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+from agents.context import TEXT, Mode, PromptCache, order_context, to_openai, utc_now
+from agents.events import (
+    AgentEvent,
+    MessageSaved,
+    ReasoningDelta,
+    RunDone,
+    StopReason,
+    TextDelta,
+    ToolArgsDelta,
+    ToolCallReady,
+    ToolResult,
+)
+from agents.llm import LLMError, LLMProvider, LLMRegistry, LLMRequest, Usage
+from agents.locks import LocalLocks, TurnLocks
+from agents.summarizer import Summarizer
+from agents.tools import REGISTRY, ToolContext
+from agents.tools.executor import Call, execute
+from agents.tools.registry import Tool, ToolRegistry
+from agents.tools.staging import StagedMemory
+from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
+from memory.orm import new_id
+from memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LoopConfig:
+    max_steps: int = 6
+    context_token_budget: int = 6000
+    tool_timeout_s: float = 30.0
+
+
+@dataclass(slots=True)
+class TurnInput:
+    text: str
+    mode: Mode = TEXT
+    conversation_id: str | None = None
+    turn_id: str | None = None
+    source: Source = "text"
+    notes: list[str] = field(default_factory=list)  # e.g. "caller pressed 1"
+    publish: bool = True  # write the finished turn to the transcript outbox
+    source_event_id: str | None = None
+    max_steps: int | None = None
+    model: str | None = None  # a model handle other than the agent's (sleeptime may use its own)
+    staged: StagedMemory | None = None  # sleeptime: stage memory edits, the caller commits them
+
+
+@dataclass(slots=True)
+class _Run:
+    agent: AgentData
+    inp: TurnInput
+    turn_id: str
+    started_at: object = field(default_factory=utc_now)
+    usage: Usage = field(default_factory=Usage)
+    steps: int = 0
+    texts: list[str] = field(default_factory=list)
+    message_ids: list[str] = field(default_factory=list)
+    current: MessageData | None = None  # the assistant message being streamed, not yet stored
+    unsaved: list[MessageData] = field(default_factory=list)  # input messages, stored with step 1
+    published: bool = False
+    ttft_ms: float | None = None
+
+    def new_message(self, role: str, **kw: object) -> MessageData:
+        return MessageData(
+            id=new_id("message"),
+            agent_id=self.agent.id,
+            role=role,
+            conversation_id=self.inp.conversation_id,
+            turn_id=self.turn_id,
+            **kw,
+        )
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        memory: Memory,
+        llms: LLMRegistry,
+        *,
+        config: LoopConfig | None = None,
+        tools: ToolRegistry = REGISTRY,
+        locks: TurnLocks | None = None,
+    ) -> None:
+        self.memory = memory
+        self.llms = llms
+        self.config = config or LoopConfig()
+        self.tools = tools
+        self.locks: TurnLocks = locks or LocalLocks()
+        self.prompts = PromptCache()
+        self.summarizer = Summarizer(memory)
+
+    def tools_for(self, agent: AgentData, mode: Mode) -> list[Tool]:
+        names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
+        return self.tools.select(names, voice=mode.voice_tools)
+
+    async def run(self, agent_id: str, inp: TurnInput) -> AsyncGenerator[AgentEvent, None]:
+        """Run one turn. Consume with `contextlib.aclosing` so cancellation persists promptly."""
+        # runs that store no messages (sleeptime) need not wait for a live turn
+        lock = self.locks.hold(agent_id) if inp.mode.persist else nullcontext()
+        async with lock:
+            agent = await self.memory.agents.get(agent_id)
+            run = _Run(agent=agent, inp=inp, turn_id=inp.turn_id or new_id("turn"))
+            try:
+                async for event in self._steps(run):
+                    yield event
+            except (asyncio.CancelledError, GeneratorExit):
+                await asyncio.shield(self._save_partial(run, truncated=True))
+                raise
+            except LLMError as exc:
+                log.warning("agent %s: %s", agent_id, exc)
+                yield await self._stop(run, "llm_api_error", str(exc))
+            except Exception as exc:
+                log.exception("agent %s: turn failed", agent_id)
+                yield await self._stop(run, "error", f"{type(exc).__name__}: {exc}")
+
+    async def _steps(self, run: _Run) -> AsyncIterator[AgentEvent]:
+        """Steps until the model stops calling tools. The input messages are stored with the
+        first step's messages, and each step's assistant message with its tool results, in one
+        transaction per step (as Letta does)."""
+        inp, agent = run.inp, run.agent
+        provider, model = self.llms.resolve(inp.model or agent.model)
+        tools = self.tools_for(agent, inp.mode)
+        by_name = {t.name: t for t in tools}
+        history: list[MessageData] = []
+        if inp.mode.history:
+            history = order_context(
+                await self.memory.messages.in_context(agent.id, agent.messages_version)
+            )
+        run.unsaved = [run.new_message("user", content=n, kind="note") for n in inp.notes]
+        run.unsaved.append(run.new_message("user", content=inp.text))
+        context = history + run.unsaved
+        ctx = ToolContext(
+            memory=self.memory,
+            agent=agent,
+            actor="sleeptime" if inp.mode.name == "sleeptime" else "agent",
+            user_text=inp.text,
+            conversation_id=inp.conversation_id,
+            turn_id=run.turn_id,
+            source_event_id=inp.source_event_id,
+            staged=inp.staged,
+        )
+        max_steps = inp.max_steps or self.config.max_steps
+        for step in range(max_steps):
+            run.steps = step + 1
+            system = self.prompts.get(agent, inp.mode)
+            if inp.mode.history:
+                budget = agent.context_window or self.config.context_token_budget
+                context = await self.summarizer.fit(agent, system, context, budget, provider, model)
+            req = LLMRequest(
+                model=model,
+                messages=[{"role": "system", "content": system}, *to_openai(context)],
+                tools=[t.schema(voice=inp.mode.voice_tools) for t in tools],
+            )
+            assistant = run.current = run.new_message("assistant", step_id=new_id("step"))
+            calls: dict[int, Call] = {}
+            async for ev in self._stream(run, provider, req, calls):
+                yield ev
+            ordered = [calls[i] for i in sorted(calls)]
+            for call in ordered:
+                call.finalize()
+            assistant.tool_calls = [
+                ToolCallData(id=c.id, name=c.name, arguments=c.arguments) for c in ordered
+            ]
+            if not ordered:
+                for m in await self._save(run, [assistant] if assistant.content else [], True):
+                    yield m
+                yield self._done(run, "end_turn")
+                return
+            for call in ordered:
+                yield ToolCallReady(
+                    assistant.id, call.id, call.name, call.arguments, call.pre_exec_msg
+                )
+            results = await self._execute(ordered, by_name, ctx)
+            tool_msgs, ends = [], False
+            for call, (ok, result) in zip(ordered, results, strict=True):
+                tool = by_name.get(call.name)
+                ends = ends or bool(tool and tool.ends_turn and ok)
+                msg = run.new_message(
+                    "tool",
+                    content=result,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    tool_status="success" if ok else "error",
+                    step_id=assistant.step_id,
+                )
+                tool_msgs.append(msg)
+                yield ToolResult(msg.id, call.id, call.name, ok, result)
+            last_step = step == max_steps - 1
+            for m in await self._save(run, [assistant, *tool_msgs], ends or last_step):
+                yield m
+            context += [assistant, *tool_msgs]
+            if ends:
+                yield self._done(run, "end_turn")
+                return
+        yield self._done(run, "max_steps")
+
+    async def _stream(
+        self, run: _Run, provider: LLMProvider, req: LLMRequest, calls: dict[int, Call]
+    ) -> AsyncIterator[AgentEvent]:
+        """One LLM call: text and reasoning into `run.current`, tool-call deltas by index."""
+        assistant = run.current
+        assert assistant is not None
+        async for chunk in provider.stream(req):
+            if run.ttft_ms is None:
+                run.ttft_ms = provider.last_ttft_ms
+            if chunk.usage:
+                run.usage.add(chunk.usage)
+            if chunk.reasoning:
+                assistant.reasoning = (assistant.reasoning or "") + chunk.reasoning
+                yield ReasoningDelta(assistant.id, chunk.reasoning)
+            if chunk.text:
+                assistant.content += chunk.text
+                yield TextDelta(assistant.id, chunk.text)
+            for d in chunk.tool_calls:
+                call = calls.get(d.index)
+                if call is None:
+                    call = calls[d.index] = Call(d.index, d.id or new_id("call"), d.name or "")
+                call.name = call.name or d.name or ""
+                call.raw += d.arguments
+                yield ToolArgsDelta(assistant.id, d.index, call.id, call.name, call.raw)
+
+    async def _execute(
+        self, calls: list[Call], by_name: dict[str, Tool], ctx: ToolContext
+    ) -> list[tuple[bool, str]]:
+        timeout = self.config.tool_timeout_s
+        if len(calls) > 1 and all(
+            by_name.get(c.name) and by_name[c.name].voice_safe for c in calls
+        ):
+            return list(
+                await asyncio.gather(
+                    *(execute(c, by_name.get(c.name), ctx, timeout) for c in calls)
+                )
+            )
+        return [await execute(c, by_name.get(c.name), ctx, timeout) for c in calls]
+
+    async def _save(
+        self, run: _Run, messages: list[MessageData], final: bool = False
+    ) -> list[MessageSaved]:
+        """Persist a step's messages (with the turn's input messages if not stored yet); the
+        turn's transcript event goes in the same transaction."""
+        messages = [*run.unsaved, *messages]
+        run.unsaved = []
+        run.current = None
+        run.texts += [m.content for m in messages if m.role == "assistant" and m.content]
+        event = self._transcript(run) if final and not run.published else None
+        if not run.inp.mode.persist:
+            return [MessageSaved(m) for m in messages]
+        if not messages and event is None:
+            return []
+        async with self.memory.db.write() as s:
+            await self.memory.messages.append(s, messages)
+            if event is not None:
+                self.memory.outbox.add(s, event)
+        if event is not None:
+            run.published = True
+            self.memory.outbox.added()
+        run.message_ids += [m.id for m in messages]
+        return [MessageSaved(m) for m in messages]
+
+    def _transcript(self, run: _Run, interrupted: bool = False) -> TranscriptEvent | None:
+        if not run.inp.publish or not run.inp.mode.persist:
+            return None
+        text = " ".join(run.texts)
+        return TranscriptEvent(
+            event_id=new_id("evt"),
+            agent_id=run.agent.id,
+            conversation_id=run.inp.conversation_id,
+            turn_id=run.turn_id,
+            source=run.inp.source,
+            user_text=run.inp.text,
+            agent_text=text,
+            agent_text_heard=text,
+            interrupted=interrupted,
+            started_at=run.started_at,
+            ended_at=utc_now(),
+        )
+
+    async def _save_partial(self, run: _Run, *, truncated: bool) -> None:
+        current, run.current = run.current, None
+        keep = []
+        if current is not None and current.content:
+            current.tool_calls, current.truncated = [], truncated
+            keep.append(current)
+        try:
+            await self._save(run, keep, final=True)
+        except Exception:
+            log.exception("agent %s: could not persist the partial reply", run.agent.id)
+
+    async def _stop(self, run: _Run, reason: StopReason, error: str) -> RunDone:
+        await self._save_partial(run, truncated=False)
+        return self._done(run, reason, error)
+
+    def _done(self, run: _Run, reason: StopReason, error: str | None = None) -> RunDone:
+        return RunDone(
+            turn_id=run.turn_id,
+            stop_reason=reason,
+            usage=run.usage,
+            steps=run.steps,
+            agent_text=" ".join(run.texts),
+            error=error,
+            message_ids=list(run.message_ids),
+            llm_ttft_ms=run.ttft_ms,
+            model=run.inp.model or run.agent.model,
+        )

@@ -1,0 +1,120 @@
+"""Shared helpers for the benchmarks: percentiles, argument parsing, JSON output.
+
+Every benchmark prints one JSON object on stdout (and saves a copy under bench/results/).
+Run a benchmark as `.venv/bin/python bench/<name>.py [--quick]`; it imports these helpers with
+`from _common import ...` (the script's own folder is first on sys.path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+if str(ROOT) not in sys.path:  # `python bench/x.py` from a checkout
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def summary(samples_ms: Sequence[float]) -> dict[str, float | int]:
+    """n, mean, p50, p95, p99 and max of timings in milliseconds (rounded to µs)."""
+    if not samples_ms:
+        return {"n": 0}
+    a = np.asarray(samples_ms, dtype=np.float64)
+    return {
+        "n": int(a.size),
+        "mean_ms": round(float(a.mean()), 3),
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "p99_ms": round(float(np.percentile(a, 99)), 3),
+        "max_ms": round(float(a.max()), 3),
+    }
+
+
+def ratio(value: float, baseline: float) -> float | None:
+    return round(value / baseline, 3) if baseline else None
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="a short run (CI smoke / development)")
+    return p
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def emit(name: str, result: dict[str, Any]) -> None:
+    """Print the result as JSON and keep a copy in bench/results/<name>.json."""
+    out = {"bench": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **result}
+    out.setdefault("machine", machine())
+    text = json.dumps(out, indent=2)
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(text + "\n")
+
+
+class Timer:
+    """`with Timer() as t: ...` then `t.ms`."""
+
+    def __enter__(self) -> Timer:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ms = (time.perf_counter() - self._t0) * 1000
+
+
+def postgres_admin_url() -> str | None:
+    """A PostgreSQL server to benchmark against: VG_BENCH_POSTGRES_URL / VG_TEST_POSTGRES_URL,
+    else one answering on 127.0.0.1:5432 (user postgres), else None."""
+    import socket
+
+    url = os.environ.get("VG_BENCH_POSTGRES_URL") or os.environ.get("VG_TEST_POSTGRES_URL")
+    if url:
+        return url.replace("postgresql+asyncpg://", "postgresql://")
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=0.5).close()
+    except OSError:
+        return None
+    return "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@asynccontextmanager
+async def temp_postgres(admin_url: str) -> AsyncIterator[str]:
+    """A fresh database on the server of `admin_url` for the duration; yields its async URL."""
+    import uuid
+
+    import asyncpg
+
+    name = f"vg_bench_{uuid.uuid4().hex[:10]}"
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    base = admin_url.rsplit("/", 1)[0].split("://", 1)[1]
+    try:
+        yield f"postgresql+asyncpg://{base}/{name}"
+    finally:
+        conn = await asyncpg.connect(admin_url)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()

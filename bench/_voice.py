@@ -1,0 +1,462 @@
+"""Shared helpers of the voice benchmarks (bench/voice_*.py).
+
+- Instant providers: subclasses of our own STTProvider / TTSProvider / LLMProvider base classes
+  that answer at once (the STT and TTS are registered by name, so VG_STT=instant and
+  VG_TTS=instant select them; the LLM is injected through LLMRegistry.overrides).
+- `start_gateway`: the real app under uvicorn (uvloop, httptools, as `voice-gateway serve`) in
+  its own process, so load generators in other processes measure it honestly. Optional
+  instrumentation times every audio frame the session handles and the event loop's lag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import threading
+import time
+from array import array
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+from _common import ROOT, summary
+
+from agents.llm import LLMChunk, LLMProvider, LLMRequest, ToolCallDelta, Usage
+from voice_gateway.stt import register_stt
+from voice_gateway.stt.base import PartialCallback, STTProvider, STTStream
+from voice_gateway.tts import register_tts
+from voice_gateway.tts.base import TTSProvider
+
+INSTANT_TEXT = "What is the weather like today?"
+REPLY = "It is sunny and warm. Enjoy your day."
+
+
+class InstantSTTStream(STTStream):
+    provider = "instant"
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text, self.bytes = text, 0
+
+    async def push(self, pcm16_16k: bytes) -> None:
+        self.bytes += len(pcm16_16k)
+
+    async def _finish(self) -> str:
+        heard, self.bytes = self.bytes, 0
+        return self.text if heard else ""
+
+    async def reset(self) -> None:
+        self.bytes = 0
+
+
+class InstantSTT(STTProvider):
+    name = "instant"
+    text = INSTANT_TEXT
+
+    def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
+        return InstantSTTStream(self.text)
+
+
+class MuteSTT(InstantSTT):
+    """Hears nothing: no agent turn ever starts (isolates the audio path)."""
+
+    name = "instant-mute"
+    text = ""
+
+
+class InstantTTS(TTSProvider):
+    """A 440 Hz tone, 60 ms per character, produced at once at 16 kHz."""
+
+    name = "instant"
+    native_rate = 16000
+
+    async def _stream(self, text: str) -> AsyncIterator[bytes]:
+        n = int(len(text) * 0.06 * self.native_rate)
+        t = np.arange(n) / self.native_rate
+        yield (np.sin(2 * np.pi * 440 * t) * 8000).astype("<i2").tobytes()
+
+    async def warmup(self) -> None:
+        return None
+
+
+class InstantLLM(LLMProvider):
+    """Streams `reply` word by word after `ttft_s`. `tools` maps a keyword to a tool call: a
+    user message containing the keyword first gets that call (its JSON arguments streamed in
+    `arg_fragments` pieces, a `pre_exec_msg` filler first when given), then the reply."""
+
+    name = "instant"
+
+    def __init__(
+        self,
+        reply: str = REPLY,
+        ttft_s: float = 0.0,
+        tools: dict[str, dict[str, Any]] | None = None,
+        arg_fragments: int = 6,
+    ) -> None:
+        super().__init__()
+        self.reply, self.ttft_s, self.tools = reply, ttft_s, tools or {}
+        self.arg_fragments = arg_fragments
+
+    def _call_for(self, req: LLMRequest) -> dict[str, Any] | None:
+        last = req.messages[-1]
+        if last["role"] != "user":
+            return None
+        text = str(last.get("content") or "")
+        return next((spec for key, spec in self.tools.items() if key in text), None)
+
+    async def _stream(self, req: LLMRequest) -> AsyncIterator[LLMChunk]:
+        import json
+
+        if self.ttft_s:
+            await asyncio.sleep(self.ttft_s)
+        spec = self._call_for(req)
+        if spec is not None:
+            args = dict(spec.get("args") or {})
+            if spec.get("filler"):
+                args = {"pre_exec_msg": spec["filler"], **args}
+            raw = json.dumps(args)
+            yield LLMChunk(tool_calls=[ToolCallDelta(0, "call_1", spec["name"], "")])
+            step = max(1, len(raw) // self.arg_fragments)
+            for i in range(0, len(raw), step):
+                yield LLMChunk(tool_calls=[ToolCallDelta(0, arguments=raw[i : i + step])])
+            yield LLMChunk(usage=Usage(10, 10), finish_reason="tool_calls")
+            return
+        for word in self.reply.split(" "):
+            yield LLMChunk(text=word + " ")
+        yield LLMChunk(usage=Usage(10, 10), finish_reason="stop")
+
+
+def register_instant() -> None:
+    register_stt("instant", InstantSTT)
+    register_stt("instant-mute", MuteSTT)
+    register_tts("instant", InstantTTS)
+
+
+# ---- the gateway in its own process ----------------------------------------------------------
+
+
+def _cpu() -> tuple[float, float, float]:
+    """(wall, process CPU, main-thread CPU) seconds: CPU time is immune to a busy machine."""
+    main = time.pthread_getcpuclockid(threading.main_thread().ident or 0)
+    return time.monotonic(), time.process_time(), time.clock_gettime(main)
+
+
+def _largest_containers(n: int = 5) -> list[tuple[int, str]]:
+    import gc
+
+    sizes = []
+    for o in gc.get_objects():
+        if isinstance(o, list | dict | set | tuple):
+            sizes.append((len(o), type(o).__name__))
+    return sorted(sizes)[-n:]
+
+
+@dataclass
+class FrameStats:
+    """Collected in the server process: per-frame handling time, loop lag, frames per call."""
+
+    # arrays, not lists: not tracked by the garbage collector, so they do not slow it down
+    frame_us: array[float] = field(default_factory=lambda: array("d"))
+    lag_ms: array[float] = field(default_factory=lambda: array("d"))
+    gc_ms: array[float] = field(default_factory=lambda: array("d"))
+    frames: dict[str, int] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    startup_objects: int = 0
+    cpu_at_reset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # wall, process, main thread
+    frames_at_reset: int = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        import gc
+
+        us = list(self.frame_us)
+        wall, proc, main = (b - a for a, b in zip(self.cpu_at_reset, _cpu(), strict=True))
+        return {
+            "cpu": {
+                "seconds": round(wall, 3),
+                "process_cpu_s": round(proc, 3),
+                "main_thread_cpu_s": round(main, 3),
+                "process_cores": round(proc / wall, 3) if wall else None,
+                "main_thread_cores": round(main / wall, 3) if wall else None,
+            },
+            "gc": {
+                "tracked_objects": len(gc.get_objects()),
+                "largest": _largest_containers(),
+                "frozen_at_startup": self.startup_objects,
+                "stats": gc.get_stats(),
+            },
+            "frame_handling": summary([u / 1000 for u in us]),
+            "loop_lag": summary(list(self.lag_ms)),
+            "gc_pauses": summary(list(self.gc_ms)),
+            "frames": dict(self.frames),
+            "turn_metrics": list(self.metrics),
+        }
+
+    def clear(self) -> None:
+        del self.frame_us[:], self.lag_ms[:], self.gc_ms[:]
+        self.cpu_at_reset = _cpu()
+        self.metrics.clear()
+
+
+def instrument(stats: FrameStats) -> None:
+    """Time VoiceSession._audio (one call per 20 ms frame from the socket) and record each
+    turn's metrics. Benchmark measurement only: the wrapped code runs unchanged."""
+    from voice_gateway.pipeline.session import VoiceSession
+
+    audio = VoiceSession._audio
+    send = VoiceSession.send
+    perf = time.perf_counter
+    frame_us, frames = stats.frame_us, stats.frames
+
+    async def timed_audio(self: VoiceSession, pcm: bytes) -> None:
+        t0 = perf()
+        await audio(self, pcm)
+        frame_us.append((perf() - t0) * 1e6)
+        frames[self.session_id] = frames.get(self.session_id, 0) + 1
+
+    async def recording_send(self: VoiceSession, type_: str, **fields: Any) -> None:
+        if type_ == "turn.metrics":
+            stats.metrics.append(fields)
+        await send(self, type_, **fields)
+
+    VoiceSession._audio = timed_audio  # type: ignore[method-assign]
+    VoiceSession.send = recording_send  # type: ignore[method-assign]
+    import gc
+
+    started: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = perf()
+        elif info.get("generation") == 2:
+            stats.gc_ms.append((perf() - started[0]) * 1000)
+
+    gc.callbacks.append(on_gc)
+
+
+async def _watch_lag(stats: FrameStats, every_s: float = 0.01) -> None:
+    while True:
+        t0 = time.perf_counter()
+        await asyncio.sleep(every_s)
+        stats.lag_ms.append(max(0.0, (time.perf_counter() - t0 - every_s) * 1000))
+
+
+def _child(
+    conn: Connection,
+    port: int,
+    overrides: dict[str, Any],
+    llm: dict[str, Any] | None,
+    do_instrument: bool,
+    ws_impl: str,
+    log_name: str,
+) -> None:
+    import logging
+
+    import uvicorn
+
+    from tests.support.gateway import make_settings
+
+    log_path = ROOT / "bench" / "results" / f"{log_name}.server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(filename=log_path, filemode="w", level=logging.WARNING, force=True)
+    from voice_gateway.app import create_app
+
+    register_instant()
+    stats = FrameStats()
+    if do_instrument:
+        instrument(stats)
+    settings = make_settings(overrides.pop("database_url"), **overrides)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws=ws_impl,
+        ws_per_message_deflate=False,
+        ws_ping_interval=None,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+
+    def commands() -> None:
+        while True:
+            try:
+                cmd = conn.recv()
+            except EOFError:
+                cmd = "stop"
+            if cmd == "stats":
+                conn.send(stats.snapshot())
+            elif cmd == "reset":
+                stats.clear()
+                conn.send("ok")
+            else:
+                server.should_exit = True
+                return
+
+    async def main() -> None:
+        serving = asyncio.create_task(server.serve())
+        while not server.started:
+            if serving.done():
+                await serving
+                raise RuntimeError("the gateway did not start")
+            await asyncio.sleep(0.01)
+        if llm is not None:
+            app.state.gw.llms.overrides["openai"] = InstantLLM(**llm)
+        import gc
+
+        stats.startup_objects = gc.get_freeze_count()  # the app froze its start-up objects
+        lag = asyncio.create_task(_watch_lag(stats))
+        threading.Thread(target=commands, daemon=True).start()
+        conn.send("ready")
+        await serving
+        lag.cancel()
+
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(main())
+
+
+@dataclass
+class GatewayProcess:
+    proc: Any
+    conn: Connection
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def stats(self) -> dict[str, Any]:
+        self.conn.send("stats")
+        return dict(self.conn.recv())
+
+    def reset(self) -> None:
+        self.conn.send("reset")
+        self.conn.recv()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send("stop")
+        except (BrokenPipeError, OSError):
+            pass
+        self.proc.join(20)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(5)
+
+    def agent(self, **body: Any) -> str:
+        import httpx
+
+        body.setdefault("model", "openai/instant")
+        resp = httpx.post(f"{self.url}/v1/agents/", json=body, timeout=30)
+        resp.raise_for_status()
+        return str(resp.json()["id"])
+
+
+def start_gateway(
+    database_url: str,
+    *,
+    llm: dict[str, Any] | None = None,
+    instrument_frames: bool = True,
+    ws_impl: str = "auto",
+    log_name: str = "gateway",
+    timeout_s: float = 180.0,
+    **settings: Any,
+) -> GatewayProcess:
+    """The gateway in a child process. `llm`: InstantLLM arguments (injected for `openai/*`
+    agents); None: agents use the configured OpenAI-compatible endpoint."""
+    from tests.support.servers import free_port
+
+    settings = {"voice": True, "database_url": database_url, **settings}
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    port = free_port()
+    proc = ctx.Process(
+        target=_child,
+        args=(child, port, settings, llm, instrument_frames, ws_impl, log_name),
+        daemon=True,
+    )
+    proc.start()
+    if not parent.poll(timeout_s) or parent.recv() != "ready":
+        proc.terminate()
+        raise RuntimeError("the gateway process did not start")
+    return GatewayProcess(proc, parent, port)
+
+
+def load() -> dict[str, Any]:
+    """The machine's load average when a run ends: other work on a shared box skews timings."""
+    import os
+
+    return {"loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+
+
+def speech_clip(text: str, rate: int = 16000) -> np.ndarray:
+    from tests.support.speech import speak
+
+    return speak(text, rate)
+
+
+# ---- a timed caller --------------------------------------------------------------------------
+
+
+def timed_client(url: str) -> Any:
+    """A VoiceClient (tests/support) that also records when each 20 ms input frame was sent:
+    `sent_at[i]` is the send time of input-timeline frame i (at_ms = 20 * i)."""
+    from tests.support.speech import frames
+    from tests.support.voice_client import VoiceClient
+
+    class TimedClient(VoiceClient):
+        sent_at: list[float]
+
+        async def stream(
+            self, pcm: np.ndarray, rate: int, *, realtime: bool = True, frame_ms: int = 20
+        ) -> None:
+            assert self.ws is not None
+            start = time.monotonic()
+            for i, frame in enumerate(frames(pcm, rate, frame_ms)):
+                delay = start + i * frame_ms / 1000 - time.monotonic()
+                if realtime and delay > 0:
+                    await asyncio.sleep(delay)
+                self.sent_at.append(time.monotonic())
+                await self.ws.send(frame)
+
+        def first_audio_after(self, t: float) -> float | None:
+            return next((at for at, _n in self.audio_frames if at >= t), None)
+
+        def first_at_after(self, type_: str, t: float) -> float:
+            return next(r.at for r in self.events if r.at >= t and r.event["type"] == type_)
+
+    client = TimedClient(url)
+    client.sent_at = []
+    return client
+
+
+def last_sound_frame(pcm: np.ndarray, rate: int = 16000) -> int:
+    """Index of the last 20 ms frame with sound in it (espeak-ng pads ~360 ms of silence)."""
+    from tests.support.speech import frames, rms_dbfs
+
+    loud = [i for i, f in enumerate(frames(pcm, rate)) if rms_dbfs(np.frombuffer(f, "<i2")) > -45]
+    return loud[-1]
+
+
+__all__ = [
+    "INSTANT_TEXT",
+    "REPLY",
+    "ROOT",
+    "FrameStats",
+    "GatewayProcess",
+    "InstantLLM",
+    "InstantSTT",
+    "InstantTTS",
+    "last_sound_frame",
+    "load",
+    "register_instant",
+    "speech_clip",
+    "start_gateway",
+    "timed_client",
+]

@@ -1,0 +1,279 @@
+"""(c) Concurrent real-time calls one gateway process holds on this machine.
+
+The gateway runs in its own process (uvicorn + uvloop + httptools, as `voice-gateway serve`)
+with instant STT/LLM/TTS (subclasses of our provider base classes) and the real webrtcvad on
+every 20 ms frame; turns go through the real agent loop and SQLite. Load generators run in
+separate processes: each call streams a 6 s cycle (espeak-ng speech, then silence) in real time
+as 20 ms PCM16 frames, at its own phase, so it takes one turn per cycle and hears a short reply.
+(--cycle sets the cycle; 500 calls at 8 s are ~62 agent turns per second, each with SQLite writes.)
+
+Per level (number of calls) it reports:
+- client-observed frame latency: a voiced frame sent -> its `speech.started` event received
+  (the socket both ways + queueing + handling in the gateway); p50/p99;
+- server-side: the time the session spends on each frame (VoiceSession._audio: resampling,
+  VAD, turn detection, STT push, events) and the event loop's lag (a 10 ms timer's lateness:
+  how long a frame that just arrived waits before it is read);
+- dropped frames: frames sent but never handled by a session, and calls that failed.
+A level passes when the client-observed p99 < 20 ms, no frame was dropped and every call ran
+to the end; the result is the largest passing level. Target: >= 500 calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import emit, parser, summary
+from _voice import load, speech_clip, start_gateway
+
+CYCLE_S = 8.0  # one user turn per 8 s per call: ~2 s of speech, a reply, a pause
+FRAME = 640  # 20 ms at 16 kHz
+
+
+def cycle_frames(cycle_s: float = CYCLE_S) -> list[bytes]:
+    from tests.support.speech import frames
+
+    speech = speech_clip("Hello there, how are you doing today?")
+    pad = int(cycle_s * 16000) - len(speech)
+    return frames(np.concatenate([speech, np.zeros(pad, dtype=np.int16)]), 16000)
+
+
+@dataclass
+class Call:
+    url: str
+    offset: int
+    ticks: int
+    sent_at: list[float] = field(default_factory=list)
+    session_id: str = ""
+    latencies: list[float] = field(default_factory=list)
+    replies: int = 0
+    audio_bytes: int = 0
+    errors: list[str] = field(default_factory=list)
+    close_code: int | None = None
+    ws: Any = None
+
+
+async def _reader(call: Call) -> None:
+    loads, now = json.loads, time.monotonic
+    try:
+        async for msg in call.ws:
+            if isinstance(msg, bytes):
+                call.audio_bytes += len(msg)
+                continue
+            at = now()
+            event = loads(msg)
+            kind = event["type"]
+            if kind == "speech.started":
+                idx = event["at_ms"] // 20
+                if idx < len(call.sent_at):
+                    call.latencies.append((at - call.sent_at[idx]) * 1000)
+            elif kind == "response.done":
+                call.replies += 1
+            elif kind == "error":
+                call.errors.append(event.get("code", "?"))
+    except Exception as exc:
+        call.errors.append(f"{type(exc).__name__}: {exc}")
+    call.close_code = call.ws.close_code
+
+
+async def _load(calls: list[Call], start_at: float, groups: int, cycle_s: float) -> dict[str, Any]:
+    import websockets
+
+    pattern = cycle_frames(cycle_s)
+    n = len(pattern)
+    for c in calls:
+        c.ws = await websockets.connect(c.url, compression=None, max_size=2**22)
+        await c.ws.send(json.dumps({"type": "session.start"}))
+        started = json.loads(await c.ws.recv())
+        c.session_id = started.get("session_id", "")
+    readers = [asyncio.create_task(_reader(c)) for c in calls]
+    lag: list[float] = []
+    # wall-clock start shared by all loaders, then monotonic pacing in `groups` phases
+    await asyncio.sleep(max(0.0, start_at - time.time()))
+    t0 = time.monotonic()
+    by_group = [calls[g::groups] for g in range(groups)]
+    ticks = calls[0].ticks if calls else 0
+    for k in range(ticks):
+        for g, members in enumerate(by_group):
+            target = t0 + k * 0.02 + g * 0.02 / groups
+            delay = target - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                lag.append(-delay * 1000)
+            for c in members:
+                c.sent_at.append(time.monotonic())
+                await c.ws.send(pattern[(c.offset + k) % n])
+    # calls end at their own time, spread over a second (not all in the same millisecond)
+    for c in calls:
+        await c.ws.send(json.dumps({"type": "session.end"}))
+        await asyncio.sleep(1.0 / max(1, len(calls)))
+    await asyncio.wait(readers, timeout=60)
+    return {
+        "calls": [
+            {
+                "session_id": c.session_id,
+                "sent": len(c.sent_at),
+                "latencies": c.latencies,
+                "replies": c.replies,
+                "audio_bytes": c.audio_bytes,
+                "errors": c.errors,
+                "close_code": c.close_code,
+            }
+            for c in calls
+        ],
+        "late_ticks": len(lag),
+        "lag": summary(lag),
+    }
+
+
+def _loader(
+    conn: Connection,
+    urls: list[str],
+    offsets: list[int],
+    ticks: int,
+    start_at: float,
+    cycle_s: float,
+) -> None:
+    import gc
+
+    import uvloop
+
+    gc.disable()  # the load generator must not pause to collect (a short-lived process)
+    calls = [Call(u, o, ticks) for u, o in zip(urls, offsets, strict=True)]
+    try:
+        result = uvloop.run(_load(calls, start_at, groups=10, cycle_s=cycle_s))
+    except Exception as exc:
+        result = {"failed": f"{type(exc).__name__}: {exc}"}
+    conn.send(result)
+
+
+def run_level(
+    gw: Any, agents: list[str], n: int, seconds: float, loaders: int, cycle_s: float = CYCLE_S
+) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    rnd = random.Random(n)
+    n_frames = int(cycle_s * 50)
+    urls = [f"{gw.ws_url}/v1/agents/{agents[i]}/voice" for i in range(n)]
+    offsets = [rnd.randrange(n_frames) for _ in range(n)]
+    ticks = int(seconds * 50)
+    start_at = time.time() + 3.0 + n * 0.01  # time to connect every call first
+    pipes, procs = [], []
+    for j in range(loaders):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(
+            target=_loader,
+            args=(child, urls[j::loaders], offsets[j::loaders], ticks, start_at, cycle_s),
+        )
+        p.start()
+        pipes.append(parent)
+        procs.append(p)
+    time.sleep(max(0.0, start_at - time.time()))
+    gw.reset()  # measure from the moment every call streams
+    results = [p.recv() for p in pipes]
+    for p in procs:
+        p.join(30)
+    server = gw.stats()
+    failed = [r["failed"] for r in results if "failed" in r]
+    calls = [c for r in results if "calls" in r for c in r["calls"]]
+    lat = [x for c in calls for x in c["latencies"]]
+    counted = server["frames"]
+    dropped = (
+        sum(max(0, c["sent"] - counted.get(c["session_id"], 0)) for c in calls) if counted else None
+    )
+    bad_calls = [c for c in calls if c["errors"] or c["close_code"] != 1000]
+    client_p99 = summary(lat).get("p99_ms", float("inf"))
+    ok = not failed and len(calls) == n and not bad_calls and not dropped and client_p99 < 20
+    return {
+        "calls": n,
+        "passed": ok,
+        "client_frame_latency": summary(lat),
+        "server_frame_handling": server["frame_handling"],
+        "server_loop_lag": server["loop_lag"],
+        "server_gc_pauses": server["gc_pauses"],
+        "server_gc": server["gc"],
+        "server_cpu": {
+            **server["cpu"],
+            "main_thread_us_per_frame": round(
+                server["cpu"]["main_thread_cpu_s"] / max(1, sum(c["sent"] for c in calls)) * 1e6, 2
+            ),
+        },
+        "frames_sent": sum(c["sent"] for c in calls),
+        "frames_dropped": dropped,
+        "failed_calls": len(bad_calls) + (n - len(calls)),
+        "call_errors": sorted({e for c in bad_calls for e in c["errors"]})[:5] + failed,
+        "replies": sum(c["replies"] for c in calls),
+        "loader_late_ticks": sum(r.get("late_ticks", 0) for r in results),
+        "loader_lag": [r.get("lag") for r in results],
+    }
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument("--levels", default="", help="comma-separated call counts")
+    p.add_argument("--seconds", type=float, default=0.0)
+    p.add_argument("--loaders", type=int, default=2)
+    p.add_argument("--cycle", type=float, default=CYCLE_S, help="seconds per turn per call")
+    p.add_argument(
+        "--no-turns", action="store_true", help="STT hears nothing: the audio path alone"
+    )
+    p.add_argument(
+        "--no-instrument",
+        action="store_true",
+        help="no per-frame timing in the server (CPU per frame only; frames not counted)",
+    )
+    args = p.parse_args()
+    levels = [int(x) for x in args.levels.split(",") if x] or (
+        [100, 300] if args.quick else [200, 300, 400, 500, 600, 700]
+    )
+    seconds = args.seconds or (8.0 if args.quick else 30.0)
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = start_gateway(
+            f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}",
+            llm={"reply": "Sure thing."},
+            stt="instant-mute" if args.no_turns else "instant",
+            tts="instant",
+            sleeptime_every_turns=10**6,
+            idle_timeout_s=600.0,
+            log_name="voice_concurrency_no_turns" if args.no_turns else "voice_concurrency",
+            instrument_frames=not args.no_instrument,
+        )
+        try:
+            agents = [gw.agent(name=f"caller-{i}") for i in range(max(levels))]
+            for n in levels:
+                level = run_level(gw, agents, n, seconds, args.loaders, args.cycle)
+                out.append(level)
+                print(json.dumps({k: level[k] for k in ("calls", "passed")}), flush=True)
+                if not level["passed"] and n >= 400:
+                    break  # the next levels would fail too
+        finally:
+            gw.stop()
+    best = max((lv["calls"] for lv in out if lv["passed"]), default=0)
+    emit(
+        "voice_concurrency_no_turns" if args.no_turns else "voice_concurrency",
+        {
+            "quick": args.quick,
+            "seconds_per_level": seconds,
+            "turn_cycle_s": args.cycle,
+            "loader_processes": args.loaders,
+            "agent_turns": not args.no_turns,
+            "max_calls_passing": best,
+            "target": {"calls": 500, "met": best >= 500},
+            "levels": out,
+            **load(),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

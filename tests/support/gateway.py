@@ -1,0 +1,36 @@
+"""Start a real gateway (create_app + uvicorn) on a loopback port for integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tests.support.servers import ServerThread
+from voice_gateway.app import create_app
+from voice_gateway.settings import Settings
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "openai_api_key": None,
+        "openai_base_url": None,
+        "deepgram_api_key": None,
+        "redis_url": None,
+        "api_key": None,
+        "voice": False,  # voice tests turn it on (loads whisper + TTS)
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@contextmanager
+def running_gateway(database_url: str, **overrides: Any) -> Iterator[ServerThread]:
+    settings = make_settings(database_url, **overrides)
+    server = ServerThread(create_app(settings), ws_ping_interval=None).start(timeout=120)
+    server.settings = settings  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.stop()

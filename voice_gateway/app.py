@@ -1,0 +1,143 @@
+"""create_app(settings) -> Starlette. The lifespan opens the database, models and buses."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+from agents.llm import LLMRegistry
+from agents.locks import RedisLocks
+from agents.loop import AgentLoop, LoopConfig
+from agents.memory_events import MemoryEvents
+from memory.service import Memory
+from voice_gateway.auth import Auth
+from voice_gateway.errors import EXCEPTION_HANDLERS
+from voice_gateway.limits import BodyLimit
+from voice_gateway.metrics import Metrics
+from voice_gateway.settings import Settings
+
+if TYPE_CHECKING:
+    from voice_gateway.pipeline.services import VoiceServices
+
+log = logging.getLogger(__name__)
+WEB_DIR = Path(__file__).resolve().parent.parent / "web_client"
+
+
+@dataclass
+class Gateway:
+    """Everything a request or call needs; one per process, on `app.state.gw`."""
+
+    settings: Settings
+    memory: Memory
+    llms: LLMRegistry
+    loop: AgentLoop
+    auth: Auth
+    memory_events: MemoryEvents
+    voice: VoiceServices | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def default_model(self) -> str:
+        return self.settings.default_model or self.llms.default_handle()
+
+
+async def open_gateway(settings: Settings) -> Gateway:
+    memory = await Memory.open(
+        settings.database_url,
+        openai_api_key=settings.openai_api_key,
+        openai_base_url=settings.openai_base_url,
+    )
+    llms = LLMRegistry(
+        openai_api_key=settings.openai_api_key,
+        openai_base_url=settings.openai_base_url,
+        timeout_s=settings.llm_timeout_s,
+    )
+    await asyncio.to_thread(llms.warmup)
+    loop = AgentLoop(
+        memory,
+        llms,
+        config=LoopConfig(
+            max_steps=settings.max_steps, context_token_budget=settings.context_token_budget
+        ),
+    )
+    auth = Auth(memory, settings.api_key, settings.session_secret, settings.session_token_ttl_s)
+    events = MemoryEvents()
+    memory.on_block_change(events.changed)
+    if not llms.openai_configured and not settings.default_model:
+        log.warning(
+            "No LLM configured: agents use the offline demo model (scripted/demo). For real "
+            "answers set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL to a local OpenAI-compatible "
+            "server such as Ollama (http://127.0.0.1:11434/v1), vLLM or llama.cpp."
+        )
+    gw = Gateway(
+        settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
+    )
+    if settings.voice:
+        from voice_gateway.pipeline.services import VoiceServices
+
+        gw.voice = await VoiceServices.open(settings)
+        gw.extras["voice"] = gw.voice
+    from voice_gateway.bus_runtime import start_bus
+
+    bus = gw.extras["bus"] = await start_bus(gw)
+    if bus.redis is not None:  # turns of one agent never interleave across instances
+        loop.locks = RedisLocks(bus.redis)
+    return gw
+
+
+async def close_gateway(gw: Gateway) -> None:
+    bus = gw.extras.get("bus")
+    if bus is not None:
+        await bus.stop()
+    if gw.voice is not None:
+        await gw.voice.aclose()
+    await gw.llms.aclose()
+    await gw.memory.close()
+
+
+def routes(settings: Settings) -> list[BaseRoute]:
+    from voice_gateway.routes import chat_completions, ops, rest
+
+    out: list[BaseRoute] = [*ops.routes(), *rest.routes(), *chat_completions.routes()]
+    if settings.voice:
+        from voice_gateway.routes import twilio, voice_ws
+
+        out += voice_ws.routes() + twilio.routes()
+    if WEB_DIR.is_dir():
+        out.append(Mount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
+    return out
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        gw = await open_gateway(settings)
+        app.state.gw = gw
+        # Move everything loaded at start-up (modules, models, ORM) out of the garbage
+        # collector's reach: a full collection then scans only what calls create, instead of
+        # pausing the event loop ~50-100 ms every few seconds (bench/voice_concurrency.py).
+        gc.freeze()
+        try:
+            yield
+        finally:
+            await close_gateway(gw)
+
+    return Starlette(
+        routes=routes(settings),
+        middleware=[Middleware(BodyLimit, max_bytes=settings.max_body_bytes)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )

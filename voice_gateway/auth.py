@@ -1,0 +1,97 @@
+"""Bearer-key auth, per-user scoping, and short-lived signed voice session tokens."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
+
+from memory.agents import UserStore
+from memory.models import AgentData
+from memory.service import Memory
+from voice_gateway.errors import ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. `user_id` set: sees only that user's agents. None: sees all."""
+
+    user_id: str | None = None
+
+    @property
+    def scoped(self) -> bool:
+        return self.user_id is not None
+
+
+class Auth:
+    def __init__(
+        self, memory: Memory, api_key: str | None, secret: str | None, token_ttl_s: int
+    ) -> None:
+        self.memory = memory
+        self.users: UserStore = memory.users
+        self.api_key = api_key
+        self.token_ttl_s = token_ttl_s
+        seed = secret or (f"vg-session:{api_key}" if api_key else secrets.token_hex(32))
+        self._secret = hashlib.sha256(seed.encode()).digest()
+
+    async def check_key(self, key: str | None) -> Principal:
+        """Resolve a bearer key. Without VG_API_KEY, no key means open (loopback) access."""
+        if key:
+            if self.api_key and hmac.compare_digest(key, self.api_key):
+                return Principal()
+            user_id = await self.users.by_key(key)
+            if user_id:
+                return Principal(user_id)
+            if self.api_key:
+                raise ApiError(401, "invalid API key")
+            return Principal()  # open (loopback) mode: any other key is anonymous
+        if self.api_key:
+            raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
+        return Principal()
+
+    async def principal(self, conn: HTTPConnection) -> Principal:
+        cached = conn.scope.get("vg.principal")
+        if isinstance(cached, Principal):
+            return cached
+        header = conn.headers.get("authorization", "")
+        scheme, _, key = header.partition(" ")
+        if header and scheme.lower() != "bearer":
+            raise ApiError(401, "Authorization must be 'Bearer <key>'")
+        principal = await self.check_key(key.strip() or None)
+        conn.scope["vg.principal"] = principal
+        return principal
+
+    async def agent(self, conn: HTTPConnection, agent_id: str) -> AgentData:
+        """The agent if the caller may see it; another user's agent is a 404."""
+        p = await self.principal(conn)
+        return await self.memory.agents.get(agent_id, user_id=p.user_id, scoped=p.scoped)
+
+    def issue_token(self, agent_id: str, principal: Principal) -> tuple[str, int]:
+        exp = int(time.time()) + self.token_ttl_s
+        body = json.dumps({"a": agent_id, "u": principal.user_id, "e": exp}, separators=(",", ":"))
+        payload = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
+        return f"{payload}.{self._sign(payload)}", exp
+
+    def verify_token(self, token: str, agent_id: str) -> Principal:
+        payload, _, sig = token.partition(".")
+        if not sig or not hmac.compare_digest(sig, self._sign(payload)):
+            raise ApiError(401, "invalid session token")
+        try:
+            data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except ValueError as exc:
+            raise ApiError(401, "invalid session token") from exc
+        if data.get("a") != agent_id:
+            raise ApiError(401, "session token is for another agent")
+        if int(data.get("e", 0)) < time.time():
+            raise ApiError(401, "session token expired")
+        return Principal(data.get("u"))
+
+    def _sign(self, payload: str) -> str:
+        mac = hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).decode().rstrip("=")

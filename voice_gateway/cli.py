@@ -1,0 +1,186 @@
+"""`voice-gateway serve | migrate | users create | agents list|create | sleeptime | call`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from voice_gateway import __version__
+from voice_gateway.logs import setup_logging
+from voice_gateway.settings import Settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from voice_gateway.app import create_app
+
+    if args.host:
+        settings.host = args.host
+    if args.port:
+        settings.port = args.port
+    settings.check_bind_safety()
+    logging.getLogger("voice_gateway").info(
+        "voice-gateway %s: serving on http://%s:%s", __version__, settings.host, settings.port
+    )
+    from voice_gateway.shutdown import GracefulServer
+
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ws_per_message_deflate=False,
+        ws_ping_interval=20,
+        ws_ping_timeout=20,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+    )
+    GracefulServer(config, app, settings.shutdown_grace_s).run()
+    return 0
+
+
+async def _migrate(settings: Settings) -> int:
+    from memory.db import Database
+
+    db = Database(settings.database_url)
+    print(f"migrating {db.url.split('@')[-1]} ...", file=sys.stderr)
+    await db.migrate()
+    await db.close()
+    print("schema is at the newest revision", file=sys.stderr)
+    return 0
+
+
+async def _users(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.service import Memory
+
+    memory = await Memory.open(settings.database_url)
+    try:
+        user_id, key = await memory.users.create(args.name)
+    finally:
+        await memory.close()
+    print(json.dumps({"user_id": user_id, "api_key": key}))
+    print("store the key now: it is kept only as a hash", file=sys.stderr)
+    return 0
+
+
+async def _agents(args: argparse.Namespace, settings: Settings) -> int:
+    from agents.llm import LLMRegistry
+    from agents.tools import BASE_TOOLS
+    from memory.models import BlockSpec
+    from memory.service import Memory
+
+    memory = await Memory.open(settings.database_url)
+    try:
+        if args.agents_cmd == "create":
+            llms = LLMRegistry(
+                openai_api_key=settings.openai_api_key, openai_base_url=settings.openai_base_url
+            )
+            agent = await memory.agents.create(
+                user_id=None,
+                name=args.name,
+                system="",
+                model=args.model or settings.default_model or llms.default_handle(),
+                embedding=settings.default_embedding,
+                tool_names=BASE_TOOLS,
+                greeting=args.greeting,
+                blocks=[
+                    BlockSpec(label="persona", value=args.persona),
+                    BlockSpec(label="human", value=""),
+                ],
+            )
+            print(json.dumps({"id": agent.id, "name": agent.name, "model": agent.model}))
+        else:
+            for a in await memory.agents.page(limit=1000):
+                print(json.dumps({"id": a.id, "name": a.name, "model": a.model}))
+    finally:
+        await memory.close()
+    return 0
+
+
+async def _sleeptime(args: argparse.Namespace, settings: Settings) -> int:
+    import os
+    import socket
+
+    # The embedder runs numpy in its own threads; OpenBLAS's spinning thread pool on top of that
+    # (one per worker process) starved the CPUs: lag p99 1.5 s -> 0.2 s with one BLAS thread.
+    # numpy is not imported yet here, so the default still takes effect.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from voice_gateway.bus_runtime import run_worker
+
+    if not settings.redis_url:
+        print(
+            "voice-gateway sleeptime needs VG_REDIS_URL (without Redis the gateway runs "
+            "sleeptime in-process)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.concurrency < 1:
+        print("--concurrency must be at least 1", file=sys.stderr)
+        return 2
+    consumer = args.consumer or f"{socket.gethostname()}-{os.getpid()}"
+    return await run_worker(settings, consumer, args.concurrency)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="voice-gateway", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the gateway (HTTP + WebSockets)")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    sub.add_parser("migrate", help="bring the database schema up to date")
+    st = sub.add_parser("sleeptime", help="run a sleeptime memory worker (needs VG_REDIS_URL)")
+    st.add_argument(
+        "--consumer", help="stable consumer name, unique per worker (default: host-pid)"
+    )
+    st.add_argument("--concurrency", type=int, default=4, help="agents processed in parallel")
+    u = sub.add_parser("users", help="manage users and their API keys")
+    usub = u.add_subparsers(dest="users_cmd", required=True)
+    uc = usub.add_parser("create", help="create a user and print its API key once")
+    uc.add_argument("name")
+    a = sub.add_parser("agents", help="list or create agents")
+    asub = a.add_subparsers(dest="agents_cmd", required=True)
+    asub.add_parser("list")
+    ac = asub.add_parser("create")
+    ac.add_argument("name")
+    ac.add_argument("--persona", default="I am a friendly voice assistant. I keep answers short.")
+    ac.add_argument("--model")
+    ac.add_argument("--greeting")
+    c = sub.add_parser("call", help="play a WAV file to an agent as a caller; print the reply")
+    c.add_argument("agent", help="agent id or name")
+    c.add_argument("wav", help="16-bit PCM WAV, 8-48 kHz (stereo is mixed down)")
+    c.add_argument("--url", help="gateway base URL (default http://VG_HOST:VG_PORT)")
+    c.add_argument("--out", default="reply.wav", help="where to save the reply audio")
+    c.add_argument("--rate", type=int, default=16000, help="reply audio sample rate")
+    c.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the reply")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    settings = Settings()
+    setup_logging(settings.log_level, settings.log_format)
+    if args.cmd == "serve":
+        return _serve(args, settings)
+    if args.cmd == "migrate":
+        return asyncio.run(_migrate(settings))
+    if args.cmd == "users":
+        return asyncio.run(_users(args, settings))
+    if args.cmd == "agents":
+        return asyncio.run(_agents(args, settings))
+    if args.cmd == "sleeptime":
+        return asyncio.run(_sleeptime(args, settings))
+    if args.cmd == "call":
+        from voice_gateway import call_client
+
+        args.url = args.url or f"http://{settings.host}:{settings.port}"
+        return call_client.run(args, settings.api_key)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

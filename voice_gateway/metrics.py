@@ -1,0 +1,136 @@
+"""Prometheus metrics of one gateway process (`GET /metrics`).
+
+Counters and histograms are updated where things happen (calls, replies, providers); gauges
+that describe state (active calls, outbox backlog, stream lag) are read when scraped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+if TYPE_CHECKING:
+    from voice_gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+STAGES = ("endpointing", "stt", "llm_ttft", "tts_ttfb", "filler")
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.active_calls = Gauge(
+            "vg_active_calls", "Voice calls in progress", ["source"], registry=r
+        )
+        self.calls = Counter("vg_calls_total", "Voice calls accepted", ["source"], registry=r)
+        self.turns = Counter("vg_turns_total", "Finished agent turns", ["source"], registry=r)
+        self.voice_to_voice = Histogram(
+            "vg_voice_to_voice_seconds",
+            "End of the caller's speech to the first reply audio frame sent",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.stage = Histogram(
+            "vg_stage_seconds",
+            "Per-stage latency of a voice turn",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.barge_ins = Counter("vg_barge_ins_total", "Replies cut off by the caller", registry=r)
+        self.filler_plays = Counter(
+            "vg_filler_plays_total", "Spoken fillers", ["kind"], registry=r
+        )  # kind: pre_exec_msg | cached
+        self.provider_errors = Counter(
+            "vg_provider_errors_total", "Provider failures", ["kind", "provider"], registry=r
+        )  # kind: stt | tts | llm
+        self.outbox_depth = Gauge(
+            "vg_outbox_depth", "Finished turns not yet on the transcript bus", registry=r
+        )
+        self.outbox_age = Gauge(
+            "vg_outbox_oldest_age_seconds", "Age of the oldest unpublished turn", registry=r
+        )
+        self.stream_lag = Gauge(
+            "vg_transcript_stream_lag",
+            "Entries of vg:transcripts not yet read by workers",
+            registry=r,
+        )
+        self.stream_pending = Gauge(
+            "vg_transcript_stream_pending",
+            "Entries read by workers, not yet acknowledged",
+            registry=r,
+        )
+        self.published = Gauge(
+            "vg_outbox_published", "Turns this process moved to the bus", registry=r
+        )
+
+    def observe_turn(self, source: str, m: dict[str, Any]) -> None:
+        """A voice turn finished: its `turn.metrics` event fields (milliseconds or None)."""
+        self.turns.labels(source).inc()
+        v2v = m.get("voice_to_voice_ms")
+        if v2v is not None:
+            self.voice_to_voice.labels(source).observe(v2v / 1000)
+        for stage in STAGES:
+            value = m.get(f"{stage}_ms")
+            if value is not None:
+                self.stage.labels(stage).observe(value / 1000)
+
+    def text_turn(self, stop_reason: str, model: str, source: str = "text") -> None:
+        """A turn over the text API or chat completions finished (source "voice" for chat
+        completions in voice mode: a platform such as LiveKit speaks it)."""
+        self.turns.labels(source).inc()
+        if stop_reason == "llm_api_error":
+            self.provider_error("llm", model)
+
+    def provider_error(self, kind: str, provider: str) -> None:
+        """kind: stt | tts | llm; provider: a provider name or a model handle."""
+        self.provider_errors.labels(kind, provider.partition("/")[0]).inc()
+
+    async def render(self, gw: Gateway) -> bytes:
+        """Refresh the state gauges, then the exposition text."""
+        by_source: dict[str, int] = {"voice": 0, "phone": 0}
+        for session in gw.extras.get("calls", ()):
+            source = session.transport.source
+            by_source[source] = by_source.get(source, 0) + 1
+        for source, n in by_source.items():
+            self.active_calls.labels(source).set(n)
+        try:
+            depth, age = await gw.memory.outbox.backlog()
+            self.outbox_depth.set(depth)
+            self.outbox_age.set(age)
+        except Exception:
+            log.warning("metrics: outbox backlog unavailable", exc_info=True)
+        bus = gw.extras.get("bus")
+        if bus is not None:
+            self.published.set(bus.publisher.published)
+            await self._stream_lag(bus)
+        return generate_latest(self.registry)
+
+    async def _stream_lag(self, bus: Any) -> None:
+        if bus.redis is None:
+            return
+        from agents.bus import GROUP, STREAM
+
+        try:
+            groups = await bus.redis.xinfo_groups(STREAM)
+        except Exception:
+            return  # no stream yet, or Redis is down (the outbox gauges show that)
+        for g in groups:
+            name = g.get("name") or g.get(b"name")
+            if name in (GROUP, GROUP.encode()):
+                lag = g.get("lag", g.get(b"lag"))
+                self.stream_lag.set(float(lag) if lag is not None else float("nan"))
+                self.stream_pending.set(float(g.get("pending", g.get(b"pending", 0)) or 0))

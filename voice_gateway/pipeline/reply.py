@@ -1,0 +1,237 @@
+"""One agent turn spoken to the caller: agent events -> sentences -> speech, with filler,
+apologies on provider failure, metrics, and truncation to what was heard on barge-in."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.events import RunDone, TextDelta, ToolArgsDelta, ToolCallReady, ToolResult
+from agents.loop import TurnInput
+from agents.voice import VOICE, FillerDetector
+from memory.models import TranscriptEvent
+from memory.orm import new_id, utcnow
+from voice_gateway.pipeline.sentences import SentenceSplitter
+from voice_gateway.pipeline.services import APOLOGY
+from voice_gateway.pipeline.speech import Speaker, heard_text
+
+if TYPE_CHECKING:
+    from voice_gateway.pipeline.session import VoiceSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class UserTurn:
+    text: str
+    turn_id: str
+    notes: list[str] = field(default_factory=list)
+    speech_end_at: float | None = None  # monotonic time the caller stopped speaking
+    endpointing_ms: float = 0.0
+    stt_ms: float = 0.0
+    received_at: float = field(default_factory=time.monotonic)
+    greeting: bool = False
+
+
+class Reply:
+    def __init__(self, session: VoiceSession, turn: UserTurn) -> None:
+        self.s = session
+        self.turn = turn
+        self.item_id = new_id("item")
+        self.started_at = utcnow()
+        self.stop_reason = "end_turn"
+        self.texts: dict[str, str] = {}  # assistant message id -> generated text
+        self.client_played_ms: int | None = None
+        self.speaker = Speaker(
+            session.voice.tts,
+            session.output_rate,
+            self._send_audio,
+            on_first_audio=self._first_audio,
+            on_tts_error=self._tts_failed,
+        )
+        self.t_llm_start: float | None = None
+        self.t_llm_first: float | None = None
+        self.t_first_tool: float | None = None
+        self.filler_at: float | None = None
+        self.finished = False  # all audio sent; only bookkeeping left
+
+    async def _send_audio(self, pcm: bytes) -> None:
+        await self.s.transport.send_audio(self.item_id, pcm)
+
+    async def _first_audio(self) -> None:
+        await self.s.send(
+            "response.audio.started", item_id=self.item_id, sample_rate=self.s.output_rate
+        )
+
+    async def run(self) -> None:
+        """The task body. Cancelling it is a barge-in; call `cancelled()` afterwards."""
+        await self.s.send("response.started", turn_id=self.turn.turn_id, item_id=self.item_id)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.speaker.run())
+            try:
+                if self.turn.greeting:
+                    self.texts[self.item_id] = self.turn.text  # shown like any reply text
+                    await self.s.send(
+                        "response.text.delta", item_id=self.item_id, text=self.turn.text
+                    )
+                    self.speaker.say(self.turn.text, None)
+                else:
+                    await self._agent_turn()
+            finally:
+                self.speaker.close()
+        # all audio is sent: a barge-in from now on must not cancel the storing of this turn
+        self.finished = True
+        text = " ".join(t for t in self.texts.values() if t)
+        await self.s.send("response.text.done", item_id=self.item_id, text=text)
+        await self.s.send(
+            "response.audio.done", item_id=self.item_id, duration_ms=round(self.speaker.sent_ms)
+        )
+        await self.s.send(
+            "response.done",
+            turn_id=self.turn.turn_id,
+            item_id=self.item_id,
+            stop_reason=self.stop_reason,
+        )
+        metrics = self.metrics()
+        await self.s.send("turn.metrics", **metrics)
+        if not self.turn.greeting:
+            self.s.gw.metrics.observe_turn(self.s.transport.source, metrics)
+            await self.s.gw.memory.finish_turn(self._event(text, text, interrupted=False))
+
+    async def _agent_turn(self) -> None:
+        splitter = SentenceSplitter()
+        filler = FillerDetector()
+        inp = TurnInput(
+            text=self.turn.text,
+            mode=VOICE,
+            conversation_id=self.s.conversation_id,
+            turn_id=self.turn.turn_id,
+            source=self.s.transport.source,
+            notes=self.turn.notes,
+            publish=False,
+        )
+        self.t_llm_start = time.monotonic()
+        current: str | None = None
+        async with aclosing(self.s.gw.loop.run(self.s.agent_id, inp)) as events:
+            async for ev in events:
+                if isinstance(ev, TextDelta | ToolArgsDelta) and self.t_llm_first is None:
+                    self.t_llm_first = time.monotonic()
+                if isinstance(ev, TextDelta):
+                    if current is not None and ev.message_id != current:
+                        self._say(splitter.flush(), current)
+                    current = ev.message_id
+                    self.texts[ev.message_id] = self.texts.get(ev.message_id, "") + ev.text
+                    await self.s.send("response.text.delta", item_id=self.item_id, text=ev.text)
+                    for sentence in splitter.push(ev.text):
+                        self._say(sentence, ev.message_id)
+                elif isinstance(ev, ToolArgsDelta):
+                    self.t_first_tool = self.t_first_tool or time.monotonic()
+                    found = filler.feed(ev)
+                    if found is not None:
+                        self._say(splitter.flush(), current)
+                        await self._filler(found.text, found.cached)
+                elif isinstance(ev, ToolCallReady):
+                    await self.s.send(
+                        "response.tool_call",
+                        item_id=self.item_id,
+                        name=ev.name,
+                        arguments=ev.arguments,
+                    )
+                elif isinstance(ev, ToolResult):
+                    await self.s.send(
+                        "response.tool_result", item_id=self.item_id, name=ev.name, ok=ev.ok
+                    )
+                elif isinstance(ev, RunDone):
+                    self.stop_reason = ev.stop_reason
+                    if ev.stop_reason in ("llm_api_error", "error"):
+                        self.s.gw.metrics.provider_error("llm", self.s.agent.model)
+                        await self.s.transport.error("llm_error", ev.error or "the model failed")
+                        await self._apologize()
+        self._say(splitter.flush(), current)
+
+    def _say(self, text: str | None, message_id: str | None) -> None:
+        if text:
+            self.speaker.say(text, message_id)
+
+    async def _filler(self, text: str, cached: bool) -> None:
+        self.filler_at = time.monotonic()
+        self.s.gw.metrics.filler_plays.labels("cached" if cached else "pre_exec_msg").inc()
+        await self.s.send("response.filler", item_id=self.item_id, text=text)
+        audio = self.s.voice.phrases.cached(text, self.s.output_rate) if cached else None
+        if audio is None and cached:
+            audio = await self.s.voice.phrases.get(text, self.s.output_rate)
+        if audio is not None:
+            self.speaker.play(text, audio, "filler", urgent=True)
+        else:
+            self.speaker.say(text, None, kind="filler")
+
+    async def _apologize(self) -> None:
+        """Queue the cached spoken apology (espeak fallback if the voice itself failed)."""
+        try:
+            audio = await self.s.voice.phrases.get(APOLOGY, self.s.output_rate)
+        except Exception:
+            log.exception("no apology audio available")
+            return
+        self.speaker.play(APOLOGY, audio, "apology")
+
+    async def _tts_failed(self, exc: Exception) -> None:
+        self.s.gw.metrics.provider_error("tts", self.s.voice.tts.name)
+        await self.s.transport.error("tts_error", str(exc))
+        await self._apologize()
+
+    async def cancelled(self, reason: str) -> None:
+        """After the task was cancelled: tell the client and store what was heard."""
+        played = self.client_played_ms
+        if played is None:
+            played = round(self.speaker.played_estimate_ms())
+        await self.s.send(
+            "response.cancelled", item_id=self.item_id, reason=reason, played_ms=played
+        )
+        heard = heard_text(self.speaker.segments, played)
+        cut = {mid: heard.get(mid, "") for mid in self.texts}
+        full = " ".join(t for t in self.texts.values() if t)
+        said = " ".join(cut[m] for m in self.texts if cut[m])
+        if self.turn.greeting:
+            return
+        try:
+            await self.s.gw.memory.finish_turn(self._event(full, said, interrupted=True), cut)
+        except Exception:
+            log.exception("could not store the truncated reply")
+
+    def _event(self, text: str, heard: str, *, interrupted: bool) -> TranscriptEvent:
+        return TranscriptEvent(
+            event_id=new_id("evt"),
+            agent_id=self.s.agent_id,
+            conversation_id=self.s.conversation_id,
+            turn_id=self.turn.turn_id,
+            source=self.s.transport.source,
+            user_text=self.turn.text,
+            agent_text=text,
+            agent_text_heard=heard,
+            interrupted=interrupted,
+            started_at=self.started_at,
+            ended_at=utcnow(),
+        )
+
+    def metrics(self) -> dict[str, Any]:
+        sp = self.speaker
+        first = sp.first_audio_at
+
+        def ms(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else round((b - a) * 1000, 1)
+
+        start = self.turn.speech_end_at or self.turn.received_at
+        filler_first = next((seg.sent_at for seg in sp.segments if seg.kind == "filler"), None)
+        return {
+            "turn_id": self.turn.turn_id,
+            "endpointing_ms": round(self.turn.endpointing_ms, 1),
+            "stt_ms": round(self.turn.stt_ms, 1),
+            "llm_ttft_ms": ms(self.t_llm_start, self.t_llm_first),
+            "tts_ttfb_ms": None if sp.tts_ttfb_ms is None else round(sp.tts_ttfb_ms, 1),
+            "voice_to_voice_ms": ms(start, first),
+            "filler_ms": ms(self.t_first_tool, filler_first) if filler_first else None,
+        }

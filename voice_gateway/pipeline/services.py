@@ -1,0 +1,106 @@
+"""Per-process voice services: the STT model, the TTS voice, VAD factory, cached phrases."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from agents.voice import DEFAULT_FILLER
+from voice_gateway.settings import Settings
+from voice_gateway.stt import create_stt
+from voice_gateway.stt.base import STTProvider
+from voice_gateway.tts import create_tts
+from voice_gateway.tts.base import TTSError, TTSProvider
+from voice_gateway.vad import create_vad
+from voice_gateway.vad.base import VAD
+
+log = logging.getLogger(__name__)
+
+APOLOGY = "Sorry, something went wrong on my side. Could you say that again?"
+STT_APOLOGY = "Sorry, I didn't catch that. Could you say it again?"
+COMMON_RATES = (8000, 16000, 24000, 48000)
+
+
+@dataclass
+class PhraseCache:
+    """Pre-synthesized audio per (text, rate): fillers and apologies play with no TTS wait.
+    Falls back to espeak-ng when the configured voice fails, so an apology can always play."""
+
+    tts: TTSProvider
+    fallback: TTSProvider | None = None
+    _audio: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def get(self, text: str, rate: int) -> bytes:
+        key = (text, rate)
+        if key in self._audio:
+            return self._audio[key]
+        async with self._lock:
+            if key not in self._audio:
+                self._audio[key] = await self._synth(text, rate)
+            return self._audio[key]
+
+    def cached(self, text: str, rate: int) -> bytes | None:
+        return self._audio.get((text, rate))
+
+    async def _synth(self, text: str, rate: int) -> bytes:
+        try:
+            return await self.tts.synthesize_all(text, rate)
+        except TTSError:
+            if self.fallback is None:
+                raise
+            log.warning(
+                "phrase synthesis failed with %s; using %s", self.tts.name, self.fallback.name
+            )
+            return await self.fallback.synthesize_all(text, rate)
+
+    async def warm(self, texts: tuple[str, ...], rates: tuple[int, ...] = COMMON_RATES) -> None:
+        for text in texts:
+            for rate in rates:
+                await self.get(text, rate)
+
+
+@dataclass
+class VoiceServices:
+    settings: Settings
+    stt: STTProvider
+    tts: TTSProvider
+    phrases: PhraseCache
+
+    def new_vad(self) -> VAD:
+        return create_vad(self.settings.vad, self.settings.vad_mode)
+
+    @classmethod
+    async def open(cls, settings: Settings) -> VoiceServices:
+        stt = create_stt(
+            settings.stt,
+            threads=settings.stt_threads,
+            partials=settings.stt_partials,
+            openai_api_key=settings.openai_api_key,
+            openai_base_url=settings.openai_base_url,
+            deepgram_api_key=settings.deepgram_api_key,
+            deepgram_base_url=settings.deepgram_base_url,
+        )
+        tts = create_tts(
+            settings.tts,
+            voice=settings.tts_voice,
+            openai_api_key=settings.openai_api_key,
+            openai_base_url=settings.openai_base_url,
+            deepgram_api_key=settings.deepgram_api_key,
+            deepgram_base_url=settings.deepgram_base_url,
+        )
+        fallback = None if settings.tts == "espeak" else create_tts("espeak")
+        phrases = PhraseCache(tts, fallback)
+        log.info("loading speech models (stt=%s, tts=%s) ...", settings.stt, settings.tts)
+        await stt.warmup()
+        await tts.warmup()
+        await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
+        log.info("speech models ready")
+        return cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
+
+    async def aclose(self) -> None:
+        await self.stt.aclose()
+        await self.tts.aclose()
+        if self.phrases.fallback is not None:
+            await self.phrases.fallback.aclose()

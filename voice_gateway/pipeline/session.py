@@ -1,0 +1,377 @@
+"""One voice call: audio in -> VAD/turn-taking -> STT -> agent -> speech out, barge-in.
+
+Everything runs in one asyncio.TaskGroup per call; when the caller leaves, every task of the
+call (LLM stream, TTS, STT) is cancelled and what was said is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agents.memory_events import BlockChanged
+from memory.models import AgentData, TranscriptEvent
+from memory.orm import new_id, utcnow
+from voice_gateway.logs import call_id
+from voice_gateway.pipeline.audio import StreamingResampler
+from voice_gateway.pipeline.reply import Reply, UserTurn
+from voice_gateway.pipeline.services import STT_APOLOGY, VoiceServices
+from voice_gateway.pipeline.transport import (
+    CLOSE_GOING_AWAY,
+    CLOSE_NORMAL,
+    CLOSE_RESTART,
+    AudioIn,
+    Closed,
+    Control,
+    Notes,
+    Played,
+    StartInfo,
+    TextIn,
+    Transport,
+)
+from voice_gateway.pipeline.turn import (
+    FalseStart,
+    SpeechConfirmed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnDetector,
+    TurnEvent,
+)
+from voice_gateway.stt.base import STTError, STTStream
+
+log = logging.getLogger(__name__)
+
+FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
+
+
+@dataclass(slots=True)
+class _Utterance:
+    transcript: asyncio.Task[str | Exception]
+    turn_id: str  # also on the utterance's transcript.partial events
+    speech_end_at: float  # monotonic time the caller stopped speaking
+    endpoint_at: float  # when the silence made it a turn
+
+
+class VoiceSession:
+    def __init__(
+        self, gw: Any, voice: VoiceServices, transport: Transport, agent: AgentData
+    ) -> None:
+        self.gw = gw
+        self.voice = voice
+        self.transport = transport
+        self.agent = agent
+        self.agent_id = agent.id
+        self.session_id = new_id("sess")
+        self.conversation_id: str | None = None
+        self.output_rate = 16000
+        self.turns: asyncio.Queue[UserTurn | _Utterance] = asyncio.Queue()
+        self.busy = False
+        self.reply: Reply | None = None
+        self.reply_task: asyncio.Task[None] | None = None
+        self.cancel_reason = "barge_in"
+        self.pending_notes: list[str] = []
+        self.carry_text = ""
+        self.last_rx = time.monotonic()
+        self.turn_count = 0
+        self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
+        self._buf = b""
+
+    async def send(self, type_: str, **fields: Any) -> None:
+        await self.transport.send_event({"type": type_, **fields})
+
+    async def run(self, info: StartInfo | None = None) -> None:
+        """Run the call. `info`: the transport was already started by the caller (Twilio,
+        whose start message names the agent)."""
+        info = info or await self.transport.start()
+        if info is None:
+            return
+        call_id.set(self.session_id)
+        await self._setup(info)
+        self.gw.metrics.calls.labels(self.transport.source).inc()
+        stt = self.voice.stt.open(on_partial=self._partial)
+        self.stt: STTStream = stt
+        reason = "gone"
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self.tg = tg
+                helpers = [
+                    tg.create_task(self._process_turns()),
+                    tg.create_task(self._watch_memory()),
+                    tg.create_task(self._watch_idle()),
+                ]
+                if self.agent.greeting:
+                    await self.turns.put(await self._greeting())
+                # the input loop in its own task: each 20 ms frame resumes a short coroutine
+                # chain (this task's is ~12 ASGI/Starlette frames deep)
+                reason = await tg.create_task(self._input())
+                await self._wind_down(reason)
+                for task in helpers:
+                    task.cancel()
+        finally:
+            await stt.aclose()
+            await self._publish_call_end()
+            if reason == "end":
+                await self.transport.close(CLOSE_NORMAL, "session ended")
+            log.info("call ended (%s) after %d turns", reason, self.turn_count)
+
+    async def _setup(self, info: StartInfo) -> None:
+        self.input_rate, self.output_rate = info.input_rate, info.output_rate
+        self.resampler = (
+            StreamingResampler(info.input_rate, 16000) if info.input_rate != 16000 else None
+        )
+        s = self.voice.settings
+        self.detector = TurnDetector(
+            self.voice.new_vad(), silence_ms=s.endpoint_silence_ms, min_speech_ms=s.min_speech_ms
+        )
+        self.conversation_id = await self.gw.memory.agents.open_conversation(
+            self.agent_id, info.conversation_id, self.transport.source
+        )
+        await self.send(
+            "session.started",
+            session_id=self.session_id,
+            conversation_id=self.conversation_id,
+            agent_id=self.agent_id,
+            input_audio={"encoding": "pcm16", "sample_rate": info.input_rate},
+            output_audio={"encoding": "pcm16", "sample_rate": info.output_rate},
+        )
+
+    async def _input(self) -> str:
+        while True:
+            item = await self.transport.receive()
+            self.last_rx = time.monotonic()
+            if isinstance(item, AudioIn):
+                await self._audio(item.pcm)
+            elif isinstance(item, TextIn):
+                self.interrupt("barge_in")
+                await self.send("transcript.final", turn_id=(tid := new_id("turn")), text=item.text)
+                await self.turns.put(UserTurn(item.text, tid, notes=self._take_notes()))
+            elif isinstance(item, Played):
+                if self.reply is not None and self.reply.item_id == item.item_id:
+                    self.reply.client_played_ms = max(
+                        item.played_ms, self.reply.client_played_ms or 0
+                    )
+            elif isinstance(item, Notes):
+                self.pending_notes += item.notes
+            elif isinstance(item, Control):
+                if item.kind == "cancel":
+                    self.interrupt("client")
+                else:
+                    return "end"
+            elif isinstance(item, Closed):
+                return "idle" if item.code == CLOSE_GOING_AWAY else "gone"
+
+    async def _audio(self, pcm: bytes) -> None:
+        if self.resampler is not None:
+            pcm = self.resampler.process(pcm)
+        elif not self._buf and len(pcm) == FRAME_BYTES:  # the common case: one 20 ms frame
+            events = self.detector.feed(pcm)
+            if events:
+                await self._frame_events(pcm, events)
+            elif self.detector.in_confirmed_utterance:
+                await self.stt.push(pcm)
+            return
+        buf = self._buf + pcm
+        n = len(buf) - len(buf) % FRAME_BYTES
+        self._buf = buf[n:]
+        for i in range(0, n, FRAME_BYTES):
+            frame = buf[i : i + FRAME_BYTES]
+            events = self.detector.feed(frame)
+            if events:
+                await self._frame_events(frame, events)
+            elif self.detector.in_confirmed_utterance:
+                await self.stt.push(frame)
+
+    async def _frame_events(self, frame: bytes, events: list[TurnEvent]) -> None:
+        # a confirmation carries the utterance so far (this frame included) to STT
+        if self.detector.in_confirmed_utterance and not any(
+            isinstance(e, SpeechConfirmed) for e in events
+        ):
+            await self.stt.push(frame)
+        for ev in events:
+            await self._turn_event(ev)
+
+    async def _turn_event(self, ev: object) -> None:
+        if isinstance(ev, SpeechStarted):
+            await self.send("speech.started", at_ms=ev.at_ms)
+        elif isinstance(ev, SpeechConfirmed):
+            self.interrupt("barge_in")
+            await self.stt.push(ev.audio)
+        elif isinstance(ev, SpeechStopped):
+            await self.send("speech.stopped", at_ms=ev.at_ms)
+            now = time.monotonic()
+            lag_s = (self.detector.now_ms - ev.at_ms) / 1000
+            # finish() now: the next utterance's audio must not leak into this transcript
+            transcript = self.tg.create_task(self._finish_stt())
+            turn_id, self.utterance_turn_id = self.utterance_turn_id, new_id("turn")
+            await self.turns.put(_Utterance(transcript, turn_id, now - lag_s, now))
+        elif isinstance(ev, FalseStart):
+            log.debug("false start at %d ms ignored", ev.at_ms)
+
+    def interrupt(self, reason: str) -> None:
+        """Barge-in / cancel: stop the reply now (the reply task stores what was heard)."""
+        task = self.reply_task
+        if task is None or task.done() or (self.reply is not None and self.reply.finished):
+            return
+        self.cancel_reason = reason
+        task.cancel()
+
+    async def drain(self, deadline: float) -> None:
+        """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
+        monotonic), then close 1012 so the client reconnects to another instance."""
+        await self.transport.error(
+            "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
+        )
+        # a bounded poll, once per call at shutdown
+        while (self.busy or not self.turns.empty()) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await self.transport.close(CLOSE_RESTART, "server shutting down")
+
+    async def _process_turns(self) -> None:
+        while True:
+            item = await self.turns.get()
+            self.busy = True
+            try:
+                turn = await self._transcribe(item) if isinstance(item, _Utterance) else item
+                if turn is None:
+                    continue
+                if self.detector.speaking and not turn.greeting:
+                    # the caller is talking again: fold this utterance into the next one
+                    self.carry_text = turn.text
+                    continue
+                await self._respond(turn)
+            finally:
+                self.busy = False
+
+    async def _finish_stt(self) -> str | Exception:
+        """STT result or its error (a task in the call's TaskGroup must not raise)."""
+        try:
+            return await self.stt.finish()
+        except Exception as exc:
+            return exc
+
+    async def _transcribe(self, u: _Utterance) -> UserTurn | None:
+        turn_id = u.turn_id
+        await asyncio.wait([u.transcript])
+        if u.transcript.cancelled():
+            return None
+        result = u.transcript.result()
+        if isinstance(result, Exception):
+            exc = result
+            if not isinstance(exc, STTError):
+                log.error("speech-to-text failed", exc_info=exc)
+            self.gw.metrics.provider_error("stt", self.voice.stt.name)
+            await self.transport.error("stt_error", f"speech-to-text failed: {exc}")
+            await self._speak_phrase(STT_APOLOGY)
+            return None
+        text = result.strip()
+        stt_ms = (time.monotonic() - u.endpoint_at) * 1000
+        speech_end_at, endpoint_at = u.speech_end_at, u.endpoint_at
+        if self.carry_text:
+            text, self.carry_text = f"{self.carry_text} {text}".strip(), ""
+        if not text:
+            return None
+        await self.send("transcript.final", turn_id=turn_id, text=text)
+        return UserTurn(
+            text,
+            turn_id,
+            notes=self._take_notes(),
+            speech_end_at=speech_end_at,
+            endpointing_ms=(endpoint_at - speech_end_at) * 1000,
+            stt_ms=stt_ms,
+        )
+
+    async def _partial(self, text: str) -> None:
+        await self.send("transcript.partial", turn_id=self.utterance_turn_id, text=text)
+
+    async def _respond(self, turn: UserTurn) -> None:
+        reply = self.reply = Reply(self, turn)
+        task = self.reply_task = self.tg.create_task(self._run_reply(reply))
+        await asyncio.wait([task])
+        if task.cancelled():
+            if self.cancel_reason == "barge_in":
+                self.gw.metrics.barge_ins.inc()
+            await self.transport.clear_audio()
+            await reply.cancelled(self.cancel_reason)
+        self.turn_count += 0 if turn.greeting else 1
+        self.reply = self.reply_task = None
+
+    async def _run_reply(self, reply: Reply) -> None:
+        """The reply task: a failure is reported to the caller, never tears down the call."""
+        try:
+            await reply.run()
+        except Exception:
+            log.exception("reply failed")
+            await self.transport.error("internal_error", "the reply failed; please try again")
+
+    async def _speak_phrase(self, text: str) -> None:
+        audio = await self.voice.phrases.get(text, self.output_rate)
+        item = new_id("item")
+        await self.send("response.audio.started", item_id=item, sample_rate=self.output_rate)
+        step = self.output_rate // 50 * 2
+        for i in range(0, len(audio), step):
+            await self.transport.send_audio(item, audio[i : i + step])
+        await self.send(
+            "response.audio.done", item_id=item, duration_ms=len(audio) * 500 // self.output_rate
+        )
+
+    async def _greeting(self) -> UserTurn:
+        from agents.greeting import render_greeting
+
+        text = await render_greeting(self.gw.memory, self.agent)
+        return UserTurn(text, new_id("turn"), greeting=True)
+
+    def _take_notes(self) -> list[str]:
+        notes, self.pending_notes = self.pending_notes, []
+        return notes
+
+    async def _watch_memory(self) -> None:
+        async with self.gw.memory_events.subscribe(self.agent_id) as q:
+            while True:
+                ev: BlockChanged = await q.get()
+                await self.send("memory.updated", label=ev.label, version=ev.version)
+
+    async def _watch_idle(self) -> None:
+        while True:
+            timeout = self.voice.settings.idle_timeout_s
+            await asyncio.sleep(min(1.0, timeout / 4))
+            if self.busy:  # a reply in progress is activity too
+                self.last_rx = time.monotonic()
+            if time.monotonic() - self.last_rx > timeout:
+                await self.transport.close(CLOSE_GOING_AWAY, "idle timeout")
+                return
+
+    async def _wind_down(self, reason: str) -> None:
+        """session.end: let queued turns finish (bounded). Gone: cancel the reply, store it."""
+        deadline = time.monotonic() + 30
+        if reason != "end":
+            self.interrupt("client")
+            deadline = time.monotonic() + 10
+        while (self.busy or not self.turns.empty()) and time.monotonic() < deadline:
+            if reason != "end":
+                self.interrupt("client")
+            await asyncio.sleep(0.02)
+
+    async def _publish_call_end(self) -> None:
+        if not self.turn_count:
+            return
+        now = utcnow()
+        event = TranscriptEvent(
+            event_id=new_id("evt"),
+            agent_id=self.agent_id,
+            conversation_id=self.conversation_id,
+            turn_id=f"end-{self.session_id}",
+            source=self.transport.source,
+            user_text="",
+            agent_text="",
+            agent_text_heard="",
+            started_at=now,
+            ended_at=now,
+            call_ended=True,
+        )
+        try:
+            await asyncio.shield(self.gw.memory.finish_turn(event))
+        except Exception:
+            log.exception("could not publish the end of the call")

@@ -1,0 +1,173 @@
+"""One spoken reply: sentences -> TTS -> paced audio frames, cancellable, with a timeline of
+what was sent so the reply can be cut to what the caller heard."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from voice_gateway.tts.base import TTSError, TTSProvider
+
+log = logging.getLogger(__name__)
+
+FRAME_MS = 20
+MAX_LEAD_MS = 240  # how far audio may run ahead of real time (the client's jitter buffer)
+
+SendAudio = Callable[[bytes], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Segment:
+    """A piece of the reply's audio timeline."""
+
+    kind: str  # "sentence" | "filler" | "apology"
+    text: str
+    message_id: str | None
+    start_ms: float = 0.0
+    dur_ms: float = 0.0
+    done: bool = False
+    sent_at: float | None = None  # monotonic time its first frame was sent
+
+
+@dataclass(slots=True)
+class _Job:
+    segment: Segment
+    audio: bytes | None = None  # pre-synthesized (cached phrase)
+
+
+@dataclass
+class Speaker:
+    tts: TTSProvider
+    rate: int
+    send: SendAudio
+    on_first_audio: Callable[[], Awaitable[None]] | None = None
+    on_tts_error: Callable[[TTSError], Awaitable[None]] | None = None
+    segments: list[Segment] = field(default_factory=list)
+    sent_ms: float = 0.0
+    first_audio_at: float | None = None
+    tts_ttfb_ms: float | None = None
+    tts_error: TTSError | None = None
+    _jobs: deque[_Job] = field(default_factory=deque)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _closed: bool = False
+    _clock_start: float | None = None
+    _current: Segment | None = None
+
+    def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
+        if text.strip():
+            self._jobs.append(_Job(Segment(kind, text, message_id)))
+            self._wake.set()
+
+    def play(self, text: str, audio: bytes, kind: str, *, urgent: bool = False) -> None:
+        """Queue pre-synthesized audio (cached filler or apology); urgent goes first."""
+        job = _Job(Segment(kind, text, None), audio)
+        if urgent:
+            self._jobs.appendleft(job)
+        else:
+            self._jobs.append(job)
+        self._wake.set()
+
+    def close(self) -> None:
+        """No more text will come; run() returns when everything queued has been sent."""
+        self._closed = True
+        self._wake.set()
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.rate * FRAME_MS // 1000 * 2
+
+    async def run(self) -> None:
+        while True:
+            if not self._jobs:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            job = self._jobs.popleft()
+            await self._speak(job)
+
+    async def _speak(self, job: _Job) -> None:
+        seg = self._current = job.segment
+        seg.start_ms = self.sent_ms
+        self.segments.append(seg)
+        if job.audio is not None:
+            await self._send_paced(job.audio)
+        else:
+            asked = time.perf_counter()
+            pending = b""
+            try:
+                async for chunk in self.tts.synthesize(seg.text, self.rate):
+                    if self.tts_ttfb_ms is None:
+                        self.tts_ttfb_ms = (time.perf_counter() - asked) * 1000
+                    pending += chunk
+                    cut = len(pending) - len(pending) % self.frame_bytes
+                    if cut:
+                        await self._send_paced(pending[:cut])
+                        pending = pending[cut:]
+            except TTSError as exc:
+                log.warning("TTS failed: %s", exc)
+                first_failure = self.tts_error is None
+                self.tts_error = exc
+                self._jobs = deque(j for j in self._jobs if j.audio is not None)
+                if first_failure and self.on_tts_error is not None:
+                    await self.on_tts_error(exc)
+            if pending:
+                await self._send_paced(pending + b"\x00" * (self.frame_bytes - len(pending)))
+        seg.dur_ms = self.sent_ms - seg.start_ms
+        seg.done = True
+
+    async def _send_paced(self, audio: bytes) -> None:
+        fb = self.frame_bytes
+        for i in range(0, len(audio), fb):
+            now = time.monotonic()
+            if self._clock_start is None:
+                self._clock_start = now
+                self.first_audio_at = now
+                if self.on_first_audio is not None:
+                    await self.on_first_audio()
+            elapsed_ms = (now - self._clock_start) * 1000
+            if self.sent_ms < elapsed_ms:  # underrun: the client has played everything
+                self._clock_start = now - self.sent_ms / 1000
+                elapsed_ms = self.sent_ms
+            lead = self.sent_ms - elapsed_ms
+            if lead > MAX_LEAD_MS:
+                await asyncio.sleep((lead - MAX_LEAD_MS) / 1000)
+            frame = audio[i : i + fb]
+            if self._current is not None and self._current.sent_at is None:
+                self._current.sent_at = time.monotonic()
+            await self.send(frame)
+            self.sent_ms += len(frame) / 2 / self.rate * 1000
+
+    def played_estimate_ms(self) -> float:
+        """Audio the client has had time to play (sent, and not ahead of the clock)."""
+        if self._clock_start is None:
+            return 0.0
+        return min(self.sent_ms, (time.monotonic() - self._clock_start) * 1000)
+
+
+def heard_text(segments: list[Segment], played_ms: float) -> dict[str | None, str]:
+    """Per message id, the sentence text the caller heard within `played_ms` of audio
+    (a sentence cut mid-way keeps the proportional share of its words)."""
+    heard: dict[str | None, list[str]] = {}
+    for seg in segments:
+        if seg.kind != "sentence":
+            continue
+        parts = heard.setdefault(seg.message_id, [])
+        if seg.start_ms >= played_ms:
+            continue
+        if seg.done and seg.start_ms + seg.dur_ms <= played_ms:
+            parts.append(seg.text)
+            continue
+        words = seg.text.split()
+        # a sentence still being synthesized: estimate its length at ~300 ms per word
+        dur = seg.dur_ms if seg.done else max(len(words) * 300.0, 1.0)
+        share = (played_ms - seg.start_ms) / dur if dur else 0.0
+        n = int(len(words) * min(1.0, share))
+        if n:
+            parts.append(" ".join(words[:n]))
+    return {k: " ".join(v) for k, v in heard.items()}

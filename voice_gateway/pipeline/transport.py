@@ -1,0 +1,96 @@
+"""What a voice session needs from the wire. The browser socket and Twilio Media Streams are
+two serializers over one session; neither knows about VAD, STT, the agent or TTS."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from memory.models import Source
+
+# Close codes (RFC 6455 + ours)
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001  # idle timeout
+CLOSE_TOO_BIG = 1009
+CLOSE_INTERNAL = 1011
+CLOSE_RESTART = 1012  # server shutting down
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+@dataclass(slots=True)
+class AudioIn:
+    pcm: bytes  # PCM16 LE mono at the input rate
+
+
+@dataclass(slots=True)
+class TextIn:
+    text: str
+    notes: list[str]
+
+
+@dataclass(slots=True)
+class Played:
+    item_id: str
+    played_ms: int
+
+
+@dataclass(slots=True)
+class Control:
+    kind: str  # "cancel" | "end"
+
+
+@dataclass(slots=True)
+class Notes:
+    """Out-of-band caller input for the next turn, e.g. DTMF digits ("caller pressed 1")."""
+
+    notes: list[str]
+
+
+@dataclass(slots=True)
+class Closed:
+    code: int
+
+
+Inbound = AudioIn | TextIn | Played | Control | Notes | Closed
+
+
+@dataclass(slots=True)
+class StartInfo:
+    input_rate: int
+    output_rate: int
+    conversation_id: str | None
+    agent_id: str
+    extra: dict[str, Any]
+
+
+class Transport(ABC):
+    source: Source = "voice"
+
+    @abstractmethod
+    async def start(self) -> StartInfo | None:
+        """Wait for the client's start message (handling anything sent before it). None: the
+        client left or sent something fatal (the transport has closed the socket)."""
+
+    @abstractmethod
+    async def receive(self) -> Inbound:
+        """The next inbound item; bad frames are answered (error event) and skipped."""
+
+    @abstractmethod
+    async def send_event(self, event: dict[str, Any]) -> None:
+        """A server event (protocols.md §1 shape); serializers drop what their wire lacks."""
+
+    @abstractmethod
+    async def send_audio(self, item_id: str, pcm: bytes) -> None:
+        """Reply audio, PCM16 LE mono at the output rate."""
+
+    @abstractmethod
+    async def clear_audio(self) -> None:
+        """Stop playback at once (barge-in)."""
+
+    @abstractmethod
+    async def close(self, code: int, reason: str = "") -> None: ...
+
+    async def error(self, code: str, message: str, *, fatal: bool = False) -> None:
+        await self.send_event({"type": "error", "code": code, "message": message, "fatal": fatal})

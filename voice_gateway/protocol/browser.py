@@ -1,0 +1,84 @@
+"""JSON events of the browser voice socket (protocols.md §1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+MIN_RATE, MAX_RATE = 8000, 48000
+MAX_BINARY_FRAME = 64 * 1024
+
+
+class ProtocolError(ValueError):
+    """A client frame we cannot use; becomes a non-fatal `error` event."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AudioFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    encoding: Literal["pcm16"] = "pcm16"
+    sample_rate: int = Field(16000, ge=MIN_RATE, le=MAX_RATE)
+
+
+class SessionStart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["session.start"]
+    input_audio: AudioFormat = Field(default_factory=AudioFormat)
+    output_audio: AudioFormat = Field(default_factory=AudioFormat)
+    conversation_id: str | None = Field(None, max_length=64)
+
+
+class InputText(BaseModel):
+    type: Literal["input_text"]
+    text: str = Field(min_length=1, max_length=8000)
+
+
+class AudioPlayed(BaseModel):
+    type: Literal["audio.played"]
+    item_id: str
+    played_ms: int = Field(ge=0)
+
+
+class ResponseCancel(BaseModel):
+    type: Literal["response.cancel"]
+
+
+class SessionEnd(BaseModel):
+    type: Literal["session.end"]
+
+
+ClientEvent = Annotated[
+    SessionStart | InputText | AudioPlayed | ResponseCancel | SessionEnd,
+    Field(discriminator="type"),
+]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(ClientEvent)
+KNOWN_TYPES = ("session.start", "input_text", "audio.played", "response.cancel", "session.end")
+
+
+def parse_client_event(
+    text: str,
+) -> SessionStart | InputText | AudioPlayed | ResponseCancel | SessionEnd:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError("invalid_json", f"text frame is not valid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or "type" not in data:
+        raise ProtocolError("invalid_event", "a text frame must be a JSON object with a 'type'")
+    if data["type"] not in KNOWN_TYPES:
+        raise ProtocolError(
+            "unknown_type", f"unknown event type {data['type']!r}; known: {', '.join(KNOWN_TYPES)}"
+        )
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'event'}: {e['msg']}"
+            for e in exc.errors()[:3]
+        )
+        code = "unsupported_audio_format" if data["type"] == "session.start" else "invalid_event"
+        raise ProtocolError(code, f"bad {data['type']}: {detail}") from exc

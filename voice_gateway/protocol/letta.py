@@ -1,0 +1,269 @@
+"""Letta API wire shapes (as parsed by letta-client 1.x): request bodies and serializers."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.tools.registry import Tool
+from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
+
+LOCAL_EMBED_DIM = 384
+_TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class BlockIn(_Body):
+    label: str = Field(min_length=1, max_length=100)
+    value: str = ""
+    limit: int | None = Field(None, ge=1, le=1_000_000)
+    description: str | None = None
+    read_only: bool = False
+    sleeptime_editable: bool | None = None
+
+    def spec(self) -> BlockSpec:
+        return BlockSpec(
+            label=self.label,
+            value=self.value,
+            limit=self.limit or max(5000, len(self.value)),
+            description=self.description,
+            read_only=self.read_only,
+            sleeptime_editable=bool(self.sleeptime_editable),
+        )
+
+
+class AgentCreate(_Body):
+    name: str | None = Field(None, max_length=200)
+    system: str | None = None
+    description: str | None = None
+    model: str | None = None
+    embedding: str | None = None
+    memory_blocks: list[BlockIn] | None = None
+    tools: list[str] | None = None
+    include_base_tools: bool = True
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    greeting: str | None = Field(None, max_length=2000)
+    voice_default: bool = False
+    context_window_limit: int | None = Field(None, ge=500)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tool_names(cls, v: Any) -> Any:
+        return (
+            [t.get("name") if isinstance(t, dict) else t for t in v] if isinstance(v, list) else v
+        )
+
+
+class AgentUpdate(_Body):
+    name: str | None = Field(None, max_length=200)
+    system: str | None = None
+    description: str | None = None
+    model: str | None = None
+    embedding: str | None = None
+    tools: list[str] | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    greeting: str | None = Field(None, max_length=2000)
+    voice_default: bool | None = None
+    context_window_limit: int | None = Field(None, ge=500)
+
+
+class MessageIn(_Body):
+    role: str = "user"
+    content: str | list[dict[str, Any]] = ""
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(
+            str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text"
+        )
+
+
+class MessagesRequest(_Body):
+    messages: list[MessageIn] | None = None
+    input: str | list[dict[str, Any]] | None = None
+    streaming: bool = False
+    stream_tokens: bool = False
+    max_steps: int | None = Field(None, ge=1, le=50)
+    conversation_id: str | None = Field(None, max_length=64)
+
+    def user_text(self) -> str | None:
+        if self.messages:
+            users = [m for m in self.messages if m.role in ("user", "system")]
+            text = users[-1].text() if users else ""
+        elif isinstance(self.input, str):
+            text = self.input
+        elif isinstance(self.input, list):
+            text = MessageIn(content=self.input).text()
+        else:
+            text = ""
+        return text.strip() or None
+
+
+class BlockUpdate(_Body):
+    value: str | None = None
+    limit: int | None = Field(None, ge=1, le=1_000_000)
+    description: str | None = None
+    read_only: bool | None = None
+    version: int | None = None
+
+
+class PassageIn(_Body):
+    text: str = Field(min_length=1, max_length=100_000)
+    tags: list[str] | None = None
+    created_at: datetime | None = None
+
+
+class ToolIn(_Body):
+    source_code: str | None = None
+    json_schema: dict[str, Any] | None = None
+    description: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source_type: str = "python"
+
+
+def iso(dt: datetime | None) -> str:
+    dt = dt or datetime.now(UTC)
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).isoformat()
+
+
+def block_json(b: BlockData) -> dict[str, Any]:
+    return {
+        "id": b.id,
+        "label": b.label,
+        "value": b.value,
+        "limit": b.limit,
+        "description": b.description,
+        "read_only": b.read_only,
+        "version": b.version,
+        "metadata": {"version": b.version, "sleeptime_editable": b.sleeptime_editable},
+        "updated_at": iso(b.updated_at) if b.updated_at else None,
+    }
+
+
+def builtin_tool_id(name: str) -> str:
+    return f"tool-{uuid.uuid5(_TOOL_NS, name)}"
+
+
+def tool_json(t: Tool) -> dict[str, Any]:
+    schema = t.schema()["function"]
+    return {
+        "id": builtin_tool_id(t.name),
+        "name": t.name,
+        "description": t.description,
+        "json_schema": schema,
+        "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
+        "source_type": "python",
+        "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
+        "metadata_": {"voice_safe": t.voice_safe, "builtin": True},
+    }
+
+
+def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
+    provider, _, model = a.model.partition("/")
+    emb_provider, _, emb_model = a.embedding.partition("/")
+    blocks = [block_json(b) for b in a.blocks]
+    return {
+        "id": a.id,
+        "name": a.name,
+        "description": a.description,
+        "system": a.system,
+        "agent_type": "voice_convo_agent" if a.voice_default else "memgpt_v2_agent",
+        "model": a.model,
+        "embedding": a.embedding,
+        "llm_config": {
+            "model": model,
+            "model_endpoint_type": provider,
+            "context_window": a.context_window or context_window,
+            "handle": a.model,
+        },
+        "embedding_config": {
+            "embedding_model": emb_model,
+            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "local",
+            "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
+            "handle": a.embedding,
+        },
+        "memory": {"blocks": blocks},
+        "blocks": blocks,
+        "tools": tools,
+        "tags": a.tags,
+        "sources": [],
+        "metadata": a.metadata,
+        "greeting": a.greeting,
+        "voice_default": a.voice_default,
+        "created_at": iso(a.created_at),
+        "updated_at": iso(a.updated_at),
+    }
+
+
+def _base(m: MessageData, message_type: str) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "date": iso(m.created_at),
+        "message_type": message_type,
+        "step_id": m.step_id,
+        "run_id": m.turn_id,
+        "otid": None,
+    }
+
+
+def letta_messages(m: MessageData) -> list[dict[str, Any]]:
+    """One stored message as Letta messages (an assistant step can be several)."""
+    if m.role == "user":
+        if m.kind == "message":
+            return [{**_base(m, "user_message"), "content": m.content}]
+        return [{**_base(m, "system_message"), "content": m.content}]
+    if m.role == "system":
+        return [{**_base(m, "system_message"), "content": m.content}]
+    if m.role == "tool":
+        return [
+            {
+                **_base(m, "tool_return_message"),
+                "tool_return": m.content,
+                "status": m.tool_status or "success",
+                "tool_call_id": m.tool_call_id,
+                "name": m.tool_name,
+            }
+        ]
+    out: list[dict[str, Any]] = []
+    if m.reasoning:
+        out.append({**_base(m, "reasoning_message"), "reasoning": m.reasoning})
+    if m.content or m.truncated:
+        msg = {**_base(m, "assistant_message"), "content": m.content, "truncated": m.truncated}
+        if m.produced is not None:
+            msg["generated_content"] = m.produced  # what the model said before the cut
+        out.append(msg)
+    for tc in m.tool_calls:
+        call = {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
+        out.append({**_base(m, "tool_call_message"), "tool_call": call, "tool_calls": [call]})
+    return out
+
+
+def passage_json(p: PassageData) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "text": p.text,
+        "tags": p.tags,
+        "created_at": iso(p.created_at),
+        "agent_id": p.agent_id,
+        "archive_id": None,
+        "embedding": None,
+    }
+
+
+def search_result_json(p: PassageData) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "content": p.text,
+        "timestamp": iso(p.created_at),
+        "tags": p.tags,
+        "score": p.score,
+    }

@@ -1,0 +1,246 @@
+"""Twilio Media Streams as a Transport: mu-law 8 kHz in and out, marks, clear, DTMF.
+
+Inbound: connected, start, media, dtmf, mark, stop (Twilio's own JSON). Outbound: media
+(base64 mu-law), a mark after every chunk (Twilio echoes it once the caller has heard the
+audio before it; that is what barge-in truncation uses), and clear on barge-in."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import time
+from typing import Any
+
+import numpy as np
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from voice_gateway.pipeline.audio import ulaw_decode, ulaw_encode
+from voice_gateway.pipeline.transport import (
+    CLOSE_NORMAL,
+    AudioIn,
+    Closed,
+    Inbound,
+    Played,
+    StartInfo,
+    TextIn,
+    Transport,
+)
+
+log = logging.getLogger(__name__)
+CLOSE_POLICY = 1008  # start without an agent_id parameter
+CLOSE_UNSUPPORTED = 1003  # mediaFormat other than audio/x-mulaw 8000 mono
+PHONE_RATE = 8000
+DTMF_GAP_S = 1.2  # digits pressed within this gap form one note; '#' ends the entry at once
+LOG_EVERY = 500  # repeated bad frames are logged once, then every LOG_EVERY-th time
+
+
+def dtmf_note(digits: str) -> str:
+    return f"[The caller pressed {digits} on the keypad.]"
+
+
+class TwilioTransport(Transport):
+    source = "phone"
+
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws = ws
+        self.stream_sid = ""
+        self.call_sid = ""
+        self.params: dict[str, str] = {}
+        self.closed = False  # the socket is gone or closed by us
+        self.stopped = False  # Twilio sent `stop`: the call is over, nothing more is played
+        self.dropped: dict[str, int] = {}  # bad or early frames by kind
+        self._sent_ms: dict[str, float] = {}
+        self._last_item: str | None = None
+        self._cleared: set[str] = set()  # after `clear` Twilio echoes the remaining marks
+        self._digits = ""
+        self._digits_due = 0.0
+
+    def _drop(self, kind: str, message: str, *args: object) -> None:
+        n = self.dropped[kind] = self.dropped.get(kind, 0) + 1
+        if n == 1 or n % LOG_EVERY == 0:
+            log.warning("twilio: " + message + " (%d so far)", *args, n)
+
+    async def _next(self, within: float | None = None) -> dict[str, Any] | None:
+        """The next JSON message with an `event`; None when the peer is gone; `{}` when
+        nothing arrived `within` seconds."""
+        while True:
+            try:
+                if within is None:
+                    msg = await self.ws.receive()
+                else:  # asyncio.timeout: on 3.11 wait_for can swallow an outer cancel
+                    async with asyncio.timeout(max(0.0, within)):
+                        msg = await self.ws.receive()
+            except TimeoutError:
+                return {}
+            except (WebSocketDisconnect, RuntimeError):
+                self.closed = True
+                return None
+            if msg["type"] == "websocket.disconnect":
+                self.closed = True
+                return None
+            text = msg.get("text")
+            if text is None:
+                self._drop("binary", "binary frame ignored (Media Streams is JSON text)")
+                continue
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:
+                self._drop("json", "ignoring a frame that is not JSON")
+                continue
+            if isinstance(data, dict) and isinstance(data.get("event"), str):
+                return data
+            self._drop("no_event", "ignoring a message without an event")
+
+    async def start(self) -> StartInfo | None:
+        while True:
+            msg = await self._next()
+            if msg is None:
+                return None
+            event = msg["event"]
+            if event == "connected":
+                continue
+            if event == "stop":
+                await self.close(CLOSE_NORMAL, "stopped before start")
+                return None
+            if event != "start":
+                self._drop("before_start", "%r before start ignored", event)
+                continue
+            start = msg.get("start")
+            return await self._started(start if isinstance(start, dict) else {})
+
+    async def _started(self, start: dict[str, Any]) -> StartInfo | None:
+        self.stream_sid = str(start.get("streamSid") or "")
+        self.call_sid = str(start.get("callSid") or "")
+        fmt = start.get("mediaFormat")
+        fmt = fmt if isinstance(fmt, dict) else {}
+        rate, channels = str(fmt.get("sampleRate", "")), str(fmt.get("channels", 1))
+        if fmt.get("encoding") != "audio/x-mulaw" or rate != "8000" or channels != "1":
+            log.warning("twilio: unsupported mediaFormat %s; closing %s", fmt, self.stream_sid)
+            await self.close(CLOSE_UNSUPPORTED, "mediaFormat must be audio/x-mulaw 8000 mono")
+            return None
+        params = start.get("customParameters") or {}
+        self.params = (
+            {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {}
+        )
+        agent_id = self.params.get("agent_id")
+        if not agent_id:
+            log.warning("twilio: start without an agent_id parameter; closing %s", self.stream_sid)
+            await self.close(CLOSE_POLICY, "missing agent_id parameter")
+            return None
+        return StartInfo(
+            input_rate=PHONE_RATE,
+            output_rate=PHONE_RATE,
+            conversation_id=self.call_sid[:64] or None,
+            agent_id=agent_id,
+            extra=dict(self.params),
+        )
+
+    async def receive(self) -> Inbound:
+        while True:
+            timeout = None
+            if self._digits:
+                timeout = self._digits_due - time.monotonic()
+                if timeout <= 0:
+                    return self._digit_turn()
+            msg = await self._next(timeout)
+            if msg is None:
+                return Closed(1005)
+            if not msg:  # the keypad gap passed with nothing else arriving
+                continue
+            item = self._inbound(msg)
+            if item is not None:
+                return item
+
+    def _inbound(self, msg: dict[str, Any]) -> Inbound | None:
+        event = msg.get("event")
+        if event == "media":
+            media = msg.get("media")
+            payload = media.get("payload", "") if isinstance(media, dict) else None
+            try:
+                raw = base64.b64decode(payload, validate=True)  # type: ignore[arg-type]
+            except (binascii.Error, ValueError, TypeError):
+                self._drop("base64", "media with bad base64 dropped")
+                return None
+            return AudioIn(ulaw_decode(raw).astype("<i2").tobytes())
+        if event == "mark":
+            mark = msg.get("mark")
+            played = self._played(mark.get("name", "") if isinstance(mark, dict) else "")
+            if played is not None and played.item_id not in self._cleared:
+                return played
+            return None
+        if event == "dtmf":
+            dtmf = msg.get("dtmf")
+            digit = str(dtmf.get("digit", "")) if isinstance(dtmf, dict) else ""
+            if len(digit) != 1 or digit not in "0123456789*#ABCD":
+                self._drop("dtmf", "dtmf without a valid digit ignored")
+                return None
+            self._digits += digit
+            self._digits_due = time.monotonic() + (0 if digit == "#" else DTMF_GAP_S)
+            return None
+        if event == "stop":
+            # the caller hung up (or the stream ended): nothing more can be played; the
+            # session stores the reply cut at what the echoed marks say was heard
+            self.stopped = True
+            return Closed(CLOSE_NORMAL)
+        if event not in ("connected", "start"):
+            self._drop("unknown", "unknown event %r ignored", str(event)[:40])
+        return None
+
+    def _digit_turn(self) -> TextIn:
+        """Keypad digits as a turn of their own (the caller may speak as well: an utterance
+        in progress takes the note in, see VoiceSession._process_turns)."""
+        digits, self._digits = self._digits, ""
+        return TextIn(dtmf_note(digits), [])
+
+    @staticmethod
+    def _played(name: object) -> Played | None:
+        item, sep, ms = str(name).rpartition(":")
+        if not sep or not ms.isdigit():
+            return None
+        return Played(item, int(ms))
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "error":
+            log.warning("call error (%s): %s", event.get("code"), event.get("message"))
+
+    async def _send(self, msg: dict[str, Any]) -> None:
+        if self.closed or self.stopped:
+            return
+        try:
+            await self.ws.send_text(json.dumps(msg))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            self.closed = True
+
+    async def send_audio(self, item_id: str, pcm: bytes) -> None:
+        payload = base64.b64encode(ulaw_encode(np.frombuffer(pcm, dtype="<i2"))).decode()
+        total = self._sent_ms.get(item_id, 0.0) + len(pcm) / 2 / PHONE_RATE * 1000
+        self._sent_ms[item_id] = total
+        self._last_item = item_id
+        await self._send(
+            {"event": "media", "streamSid": self.stream_sid, "media": {"payload": payload}}
+        )
+        await self._send(
+            {
+                "event": "mark",
+                "streamSid": self.stream_sid,
+                "mark": {"name": f"{item_id}:{round(total)}"},
+            }
+        )
+
+    async def clear_audio(self) -> None:
+        if self._last_item is not None:
+            self._cleared.add(self._last_item)
+        await self._send({"event": "clear", "streamSid": self.stream_sid})
+
+    async def close(self, code: int, reason: str = "") -> None:
+        if self.closed or self.ws.application_state == WebSocketState.DISCONNECTED:
+            self.closed = True
+            return
+        self.closed = True
+        try:
+            await self.ws.close(code, reason)
+        except (RuntimeError, OSError):
+            pass

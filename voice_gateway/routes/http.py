@@ -1,0 +1,62 @@
+"""Small shared helpers for HTTP routes: parsing bodies and query values with clear errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from voice_gateway.errors import ApiError, validation_detail
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"malformed JSON body: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(422, "the JSON body must be an object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(422, validation_detail(exc)) from exc
+
+
+def query_int(request: Request, name: str, default: int, *, lo: int = 1, hi: int = 1000) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ApiError(422, f"query parameter '{name}' must be an integer") from exc
+    if not lo <= value <= hi:
+        raise ApiError(422, f"query parameter '{name}' must be between {lo} and {hi}")
+    return value
+
+
+def query_bool(request: Request, name: str, default: bool) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    return raw.lower() in ("1", "true", "yes")
+
+
+def paginate(
+    request: Request, items: list[dict[str, Any]], default_limit: int = 1000
+) -> list[dict[str, Any]]:
+    """In-memory `after`/`before`/`limit` over an ordered list of objects with an "id" (for
+    short collections such as blocks and tools); an unknown or last cursor gives []."""
+    after, before = request.query_params.get("after"), request.query_params.get("before")
+    ids = [item.get("id") for item in items]
+    if after:
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    if before:
+        ids = [item.get("id") for item in items]
+        items = items[: ids.index(before)] if before in ids else []
+    return items[: query_int(request, "limit", default_limit, hi=10_000)]

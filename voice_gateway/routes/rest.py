@@ -1,0 +1,183 @@
+"""Letta-compatible text REST API: health, agents (messages, memory and tools in sibling
+modules), and the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from agents.llm import LLMRegistry
+from agents.tools import BASE_TOOLS, REGISTRY
+from memory.embeddings import validate_handle
+from memory.models import AgentData, BlockSpec
+from voice_gateway import __version__
+from voice_gateway.errors import ApiError
+from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json, tool_json
+from voice_gateway.routes import rest_memory, rest_messages
+from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.routes.openapi import openapi_document
+
+DEFAULT_PERSONA = "I am a friendly, concise assistant with a long-term memory."
+
+
+async def health(request: Request) -> JSONResponse:
+    """Service health (liveness of the API)."""
+    await request.app.state.gw.auth.principal(request)
+    return JSONResponse({"status": "ok", "version": __version__})
+
+
+async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
+    gw = request.app.state.gw
+    custom = {t.name: t for t in await gw.memory.tools.page(agent.user_id, limit=10_000)}
+    tools = []
+    for name in agent.tool_names:
+        builtin = REGISTRY.get(name)
+        if builtin is not None:
+            tools.append(tool_json(builtin))
+        elif name in custom:
+            t = custom[name]
+            tools.append(
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "description": t.description,
+                    "json_schema": t.json_schema,
+                    "tool_type": "custom",
+                    "tags": t.tags,
+                }
+            )
+    return agent_json(agent, tools, gw.settings.context_token_budget)
+
+
+async def _check_handles(
+    request: Request,
+    model: str | None,
+    embedding: str | None,
+    tools: list[str] | None,
+    user_id: str | None,
+) -> None:
+    try:
+        if model is not None:
+            LLMRegistry.validate(model)
+        if embedding is not None:
+            validate_handle(embedding)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from exc
+    if tools:
+        known = set(REGISTRY.names()) | await request.app.state.gw.memory.tools.names(user_id)
+        unknown = sorted(set(tools) - known)
+        if unknown:
+            raise ApiError(
+                422, f"unknown tools: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+
+
+async def create_agent(request: Request) -> JSONResponse:
+    """Create an agent with memory blocks, model and tools."""
+    gw = request.app.state.gw
+    principal = await gw.auth.principal(request)
+    body = await parse_body(request, AgentCreate)
+    model = body.model or gw.default_model()
+    embedding = body.embedding or gw.settings.default_embedding
+    tools = list(
+        dict.fromkeys([*(BASE_TOOLS if body.include_base_tools else []), *(body.tools or [])])
+    )
+    await _check_handles(request, model, embedding, tools, principal.user_id)
+    blocks = (
+        [b.spec() for b in body.memory_blocks]
+        if body.memory_blocks is not None
+        else [BlockSpec(label="persona", value=DEFAULT_PERSONA), BlockSpec(label="human", value="")]
+    )
+    labels = [b.label for b in blocks]
+    if len(set(labels)) != len(labels):
+        raise ApiError(422, "memory block labels must be unique")
+    agent = await gw.memory.agents.create(
+        user_id=principal.user_id,
+        blocks=blocks,
+        name=body.name or "agent",
+        system=body.system or "",
+        description=body.description,
+        model=model,
+        embedding=embedding,
+        tool_names=tools,
+        tags=body.tags,
+        metadata=body.metadata,
+        greeting=body.greeting,
+        voice_default=body.voice_default,
+        context_window=body.context_window_limit,
+    )
+    return JSONResponse(await agent_out(request, agent), status_code=201)
+
+
+async def list_agents(request: Request) -> JSONResponse:
+    """List your agents (limit, after, before, order, name, tags)."""
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    q = request.query_params
+    agents = await gw.memory.agents.page(
+        user_id=p.user_id,
+        scoped=p.scoped,
+        name=q.get("name"),
+        tags=q.getlist("tags") or None,
+        limit=query_int(request, "limit", 50),
+        after=q.get("after"),
+        before=q.get("before"),
+        order="desc" if q.get("order") == "desc" else "asc",
+    )
+    return JSONResponse([await agent_out(request, a) for a in agents])
+
+
+async def get_agent(request: Request) -> JSONResponse:
+    """Retrieve an agent."""
+    agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
+    return JSONResponse(await agent_out(request, agent))
+
+
+async def update_agent(request: Request) -> JSONResponse:
+    """Update an agent's name, system prompt, model, tools, tags, greeting..."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    body = await parse_body(request, AgentUpdate)
+    await _check_handles(request, body.model, body.embedding, body.tools, agent.user_id)
+    fields = body.model_dump(exclude_unset=True)
+    if "tools" in fields:
+        fields["tool_names"] = fields.pop("tools")
+    if "context_window_limit" in fields:
+        fields["context_window"] = fields.pop("context_window_limit")
+    updated = await gw.memory.agents.update(agent.id, **fields)
+    gw.loop.prompts.forget(agent.id)
+    return JSONResponse(await agent_out(request, updated))
+
+
+async def delete_agent(request: Request) -> Response:
+    """Delete an agent and everything it remembers."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    await gw.memory.agents.delete(agent.id)
+    gw.loop.prompts.forget(agent.id)
+    return JSONResponse({"detail": f"agent {agent.id} deleted"})
+
+
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(openapi_document(list(request.app.routes), __version__))
+
+
+def routes() -> list[BaseRoute]:
+    table: list[BaseRoute] = [
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/health/", health, methods=["GET"]),
+        Route("/v1/agents", create_agent, methods=["POST"]),
+        Route("/v1/agents/", create_agent, methods=["POST"]),
+        Route("/v1/agents", list_agents, methods=["GET"]),
+        Route("/v1/agents/", list_agents, methods=["GET"]),
+        Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),
+        Route("/v1/agents/{agent_id}", update_agent, methods=["PATCH"]),
+        Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+        *rest_messages.routes(),
+        *rest_memory.routes(),
+        Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+    ]
+    return table

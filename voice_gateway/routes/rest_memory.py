@@ -1,0 +1,226 @@
+"""Core memory blocks (with history), archival memory, and tools."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from agents.tools import REGISTRY
+from voice_gateway.errors import ApiError
+from voice_gateway.protocol.letta import (
+    BlockUpdate,
+    PassageIn,
+    ToolIn,
+    block_json,
+    iso,
+    passage_json,
+    search_result_json,
+    tool_json,
+)
+from voice_gateway.routes.http import paginate, parse_body, query_bool, query_int
+
+
+async def list_blocks(request: Request) -> JSONResponse:
+    """The agent's core memory blocks."""
+    agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
+    return JSONResponse(paginate(request, [block_json(b) for b in agent.blocks]))
+
+
+async def get_block(request: Request) -> JSONResponse:
+    """One core memory block by label."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    return JSONResponse(
+        block_json(await gw.memory.blocks.get(agent.id, request.path_params["label"]))
+    )
+
+
+async def update_block(request: Request) -> JSONResponse:
+    """Edit a block (value, limit, description, read_only). Send `If-Match: <version>` (or a
+    `version` field) to fail with 409 instead of overwriting a newer version."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    body = await parse_body(request, BlockUpdate)
+    expected = body.version
+    if_match = request.headers.get("if-match", "").strip('" ')
+    if if_match:
+        if not if_match.isdigit():
+            raise ApiError(422, "If-Match must be a block version number")
+        expected = int(if_match)
+    fields = {
+        k: v
+        for k, v in body.model_dump(exclude_unset=True).items()
+        if k in ("limit", "description", "read_only")
+    }
+    value = body.value
+    block = await gw.memory.blocks.modify(
+        agent.id,
+        request.path_params["label"],
+        (lambda _old: value) if value is not None else None,
+        actor="user",
+        expected_version=expected,
+        fields=fields,
+    )
+    return JSONResponse(block_json(block))
+
+
+async def block_history(request: Request) -> JSONResponse:
+    """Who changed a block, when, and from what to what (newest first)."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    changes = await gw.memory.blocks.history(
+        agent.id, request.path_params["label"], query_int(request, "limit", 100)
+    )
+    return JSONResponse([{**c.model_dump(), "created_at": iso(c.created_at)} for c in changes])
+
+
+async def list_passages(request: Request) -> JSONResponse:
+    """Archival passages (limit, after, ascending, search)."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    rows = await gw.memory.archival.page(
+        agent.id,
+        limit=query_int(request, "limit", 100),
+        after=request.query_params.get("after"),
+        ascending=query_bool(request, "ascending", True),
+        search=request.query_params.get("search"),
+    )
+    return JSONResponse([passage_json(p) for p in rows])
+
+
+async def create_passage(request: Request) -> JSONResponse:
+    """Insert a passage into archival memory (embedded for semantic search)."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    body = await parse_body(request, PassageIn)
+    rows = await gw.memory.archival.insert(
+        agent.id, [body.text], body.tags, created_at=body.created_at
+    )
+    return JSONResponse([passage_json(p) for p in rows])
+
+
+def _when(request: Request, name: str) -> datetime | None:
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    try:
+        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ApiError(422, f"{name} must be an ISO 8601 datetime") from exc
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+async def search_passages(request: Request) -> JSONResponse:
+    """Semantic search: query, top_k, tags, tag_match_mode, start_datetime, end_datetime."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    query = request.query_params.get("query", "").strip()
+    if not query:
+        raise ApiError(422, "query is required")
+    hits = await gw.memory.archival.search(
+        agent.id,
+        query,
+        query_int(request, "top_k", 10, hi=100),
+        tags=request.query_params.getlist("tags") or None,
+        match_all_tags=request.query_params.get("tag_match_mode") == "all",
+        start=_when(request, "start_datetime"),
+        end=_when(request, "end_datetime"),
+    )
+    return JSONResponse({"count": len(hits), "results": [search_result_json(h) for h in hits]})
+
+
+async def delete_passage(request: Request) -> JSONResponse:
+    """Delete one archival passage."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    await gw.memory.archival.delete(agent.id, request.path_params["passage_id"])
+    return JSONResponse({"detail": "deleted"})
+
+
+async def list_tools(request: Request) -> JSONResponse:
+    """Built-in tools (with their voice_safe flag) and the tools you registered."""
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    out = [tool_json(t) for t in REGISTRY.all()]
+    for t in await gw.memory.tools.page(p.user_id, limit=10_000):
+        out.append(
+            {
+                **t.model_dump(exclude={"user_id"}),
+                "created_at": iso(t.created_at),
+                "tool_type": "custom",
+                "metadata_": {"voice_safe": False, "builtin": False},
+            }
+        )
+    return JSONResponse(paginate(request, out))
+
+
+async def _save_tool(request: Request, create_only: bool) -> JSONResponse:
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    body = await parse_body(request, ToolIn)
+    schema = body.json_schema or {}
+    name = schema.get("name")
+    if not name and body.source_code:
+        m = re.search(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", body.source_code, re.M)
+        name = m.group(1) if m else None
+    if not name or not re.fullmatch(r"[A-Za-z_]\w{0,63}", str(name)):
+        raise ApiError(
+            422, "a tool needs a name: json_schema.name or a `def name(...)` in source_code"
+        )
+    if REGISTRY.get(str(name)):
+        raise ApiError(409, f"'{name}' is a built-in tool")
+    schema.setdefault("name", name)
+    schema.setdefault("description", body.description or "")
+    tool, created = await gw.memory.tools.upsert(
+        p.user_id,
+        str(name),
+        create_only=create_only,
+        description=body.description or schema.get("description"),
+        json_schema=schema,
+        source_code=body.source_code,
+        source_type=body.source_type,
+        tags=body.tags,
+    )
+    data = {
+        **tool.model_dump(exclude={"user_id"}),
+        "created_at": iso(tool.created_at),
+        "tool_type": "custom",
+    }
+    return JSONResponse(data, status_code=201 if created else 200)
+
+
+async def create_tool(request: Request) -> JSONResponse:
+    """Register a custom tool (stored and listed; see docs: not executed server-side)."""
+    return await _save_tool(request, create_only=True)
+
+
+async def upsert_tool(request: Request) -> JSONResponse:
+    """Create or replace a custom tool by name."""
+    return await _save_tool(request, create_only=False)
+
+
+def routes() -> list[BaseRoute]:
+    a = "/v1/agents/{agent_id}"
+    return [
+        Route(f"{a}/core-memory/blocks", list_blocks, methods=["GET"]),
+        Route(f"{a}/core-memory/blocks/", list_blocks, methods=["GET"]),
+        Route(f"{a}/core-memory/blocks/{{label}}", get_block, methods=["GET"]),
+        Route(f"{a}/core-memory/blocks/{{label}}", update_block, methods=["PATCH"]),
+        Route(f"{a}/core-memory/blocks/{{label}}/history", block_history, methods=["GET"]),
+        Route(f"{a}/archival-memory", list_passages, methods=["GET"]),
+        Route(f"{a}/archival-memory/", list_passages, methods=["GET"]),
+        Route(f"{a}/archival-memory", create_passage, methods=["POST"]),
+        Route(f"{a}/archival-memory/", create_passage, methods=["POST"]),
+        Route(f"{a}/archival-memory/search", search_passages, methods=["GET"]),
+        Route(f"{a}/archival-memory/{{passage_id}}", delete_passage, methods=["DELETE"]),
+        Route("/v1/tools", list_tools, methods=["GET"]),
+        Route("/v1/tools/", list_tools, methods=["GET"]),
+        Route("/v1/tools", create_tool, methods=["POST"]),
+        Route("/v1/tools/", create_tool, methods=["POST"]),
+        Route("/v1/tools", upsert_tool, methods=["PUT"]),
+        Route("/v1/tools/", upsert_tool, methods=["PUT"]),
+    ]

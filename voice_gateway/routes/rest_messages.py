@@ -1,0 +1,196 @@
+"""Agent messages: send (JSON or SSE stream) and list with cursor pagination."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from agents.events import (
+    MessageSaved,
+    ReasoningDelta,
+    RunDone,
+    TextDelta,
+    ToolCallReady,
+    ToolResult,
+)
+from agents.loop import TurnInput
+from voice_gateway.errors import ApiError
+from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages
+from voice_gateway.routes.http import parse_body, query_int
+
+
+def stop_json(done: RunDone) -> dict[str, Any]:
+    return {"message_type": "stop_reason", "stop_reason": done.stop_reason}
+
+
+def usage_json(done: RunDone) -> dict[str, Any]:
+    u = done.usage
+    return {
+        "message_type": "usage_statistics",
+        "completion_tokens": u.completion_tokens,
+        "prompt_tokens": u.prompt_tokens,
+        "total_tokens": u.total_tokens,
+        "step_count": done.steps,
+        "run_ids": [done.turn_id],
+    }
+
+
+async def _turn(request: Request) -> tuple[Any, str, TurnInput, MessagesRequest]:
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    body = await parse_body(request, MessagesRequest)
+    text = body.user_text()
+    if text is None:
+        raise ApiError(422, "messages must include a user message with text content")
+    return (
+        gw,
+        agent.id,
+        TurnInput(text=text, conversation_id=body.conversation_id, max_steps=body.max_steps),
+        body,
+    )
+
+
+async def send_message(request: Request) -> Response:
+    """Send a message; the agent runs a turn. `streaming: true` returns SSE."""
+    gw, agent_id, inp, body = await _turn(request)
+    if body.streaming:
+        return _sse(gw, agent_id, inp, body.stream_tokens)
+    messages: list[dict[str, Any]] = []
+    done: RunDone | None = None
+    async with aclosing(gw.loop.run(agent_id, inp)) as events:
+        async for ev in events:
+            if isinstance(ev, MessageSaved) and ev.message.role != "user":
+                messages += letta_messages(ev.message)
+            elif isinstance(ev, RunDone):
+                done = ev
+    assert done is not None
+    gw.metrics.text_turn(done.stop_reason, done.model)
+    out: dict[str, Any] = {
+        "messages": messages,
+        "stop_reason": stop_json(done),
+        "usage": usage_json(done),
+    }
+    if done.error:
+        out["error"] = done.error
+    return JSONResponse(out)
+
+
+async def stream_message(request: Request) -> Response:
+    """Send a message and stream the agent's reply as SSE."""
+    gw, agent_id, inp, body = await _turn(request)
+    return _sse(gw, agent_id, inp, body.stream_tokens)
+
+
+def _data(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def _sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
+    async def body() -> AsyncIterator[str]:
+        async with aclosing(gw.loop.run(agent_id, inp)) as events:
+            async for ev in events:
+                for chunk in _chunks(ev, tokens):
+                    yield _data(chunk)
+                if isinstance(ev, RunDone):
+                    gw.metrics.text_turn(ev.stop_reason, ev.model)
+                    yield _data(stop_json(ev))
+                    yield _data(usage_json(ev))
+                    if ev.error:
+                        err = {
+                            "error": {"type": ev.stop_reason, "message": ev.error},
+                            "detail": ev.error,
+                        }
+                        yield f"event: error\ndata: {json.dumps(err)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(
+        body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
+    now = iso(None)
+    if tokens:
+        if isinstance(ev, TextDelta):
+            return [
+                {
+                    "id": ev.message_id,
+                    "date": now,
+                    "message_type": "assistant_message",
+                    "content": ev.text,
+                }
+            ]
+        if isinstance(ev, ReasoningDelta):
+            return [
+                {
+                    "id": ev.message_id,
+                    "date": now,
+                    "message_type": "reasoning_message",
+                    "reasoning": ev.text,
+                }
+            ]
+        if isinstance(ev, ToolCallReady):
+            call = {"name": ev.name, "arguments": ev.arguments, "tool_call_id": ev.call_id}
+            return [
+                {
+                    "id": ev.message_id,
+                    "date": now,
+                    "message_type": "tool_call_message",
+                    "tool_call": call,
+                    "tool_calls": [call],
+                }
+            ]
+        if isinstance(ev, ToolResult):
+            return [
+                {
+                    "id": ev.message_id,
+                    "date": now,
+                    "message_type": "tool_return_message",
+                    "tool_return": ev.result,
+                    "status": "success" if ev.ok else "error",
+                    "tool_call_id": ev.call_id,
+                    "name": ev.name,
+                }
+            ]
+        return []
+    if isinstance(ev, MessageSaved) and ev.message.role != "user":
+        return letta_messages(ev.message)
+    return []
+
+
+async def list_messages(request: Request) -> JSONResponse:
+    """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    q = request.query_params
+    order = q.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise ApiError(422, "order must be 'asc' or 'desc'")
+    rows = await gw.memory.messages.page(
+        agent.id,
+        limit=query_int(request, "limit", 100),
+        after=q.get("after"),
+        before=q.get("before"),
+        order=order,
+        conversation_id=q.get("conversation_id"),
+    )
+    out: list[dict[str, Any]] = []
+    for m in rows:
+        out += letta_messages(m)
+    return JSONResponse(out)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/agents/{agent_id}/messages", send_message, methods=["POST"]),
+        Route("/v1/agents/{agent_id}/messages/", send_message, methods=["POST"]),
+        Route("/v1/agents/{agent_id}/messages/stream", stream_message, methods=["POST"]),
+        Route("/v1/agents/{agent_id}/messages", list_messages, methods=["GET"]),
+        Route("/v1/agents/{agent_id}/messages/", list_messages, methods=["GET"]),
+    ]

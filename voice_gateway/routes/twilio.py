@@ -1,0 +1,121 @@
+"""Twilio: the voice webhook (TwiML that connects a Media Stream) and the media socket."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+from twilio.request_validator import RequestValidator
+from twilio.twiml.voice_response import Connect, VoiceResponse
+
+from memory.models import NotFound
+from voice_gateway.auth import Principal
+from voice_gateway.errors import ApiError
+from voice_gateway.pipeline.session import VoiceSession
+from voice_gateway.pipeline.transport import (
+    CLOSE_INTERNAL,
+    CLOSE_NORMAL,
+    CLOSE_NOT_FOUND,
+    CLOSE_RESTART,
+    CLOSE_UNAUTHORIZED,
+)
+from voice_gateway.protocol.twilio import TwilioTransport
+
+log = logging.getLogger(__name__)
+MEDIA_PATH = "/v1/telephony/twilio/media"
+
+
+def _public_url(request: Request) -> str:
+    """The URL Twilio signed: VG_PUBLIC_URL (behind a proxy) or the request's own (with the
+    scheme a proxy reports in X-Forwarded-Proto)."""
+    public = request.app.state.gw.settings.public_url
+    if public:
+        url = public.rstrip("/") + request.url.path
+        return f"{url}?{request.url.query}" if request.url.query else url
+    proto = request.headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
+    return str(request.url.replace(scheme=proto or request.url.scheme))
+
+
+def _media_url(request: Request) -> str:
+    public = request.app.state.gw.settings.public_url
+    if public:
+        base = public.rstrip("/").replace("https://", "wss://").replace("http://", "ws://")
+        return base + MEDIA_PATH
+    proto = request.headers.get("x-forwarded-proto", request.url.scheme)
+    scheme = "wss" if proto == "https" else "ws"
+    return f"{scheme}://{request.headers.get('host', request.url.netloc)}{MEDIA_PATH}"
+
+
+async def voice_webhook(request: Request) -> Response:
+    gw = request.app.state.gw
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    token = gw.settings.twilio_auth_token
+    if token:
+        signature = request.headers.get("x-twilio-signature", "")
+        if not RequestValidator(token).validate(_public_url(request), form, signature):
+            log.warning("twilio webhook with a bad X-Twilio-Signature refused")
+            raise ApiError(403, "invalid X-Twilio-Signature")
+    elif gw.settings.api_key:
+        # the webhook issues media-stream tokens: on a keyed gateway only signed requests may
+        raise ApiError(403, "set VG_TWILIO_AUTH_TOKEN to accept Twilio calls on a keyed gateway")
+    agent_id = request.query_params.get("agent_id") or form.get("agent_id")
+    if not agent_id:
+        raise ApiError(400, "agent_id query parameter is required")
+    if not await gw.memory.agents.exists(agent_id):
+        raise ApiError(404, f"agent not found: {agent_id}")
+    session_token, _ = gw.auth.issue_token(agent_id, Principal())
+    connect = Connect()
+    stream = connect.stream(url=_media_url(request))
+    stream.parameter(name="agent_id", value=agent_id)
+    stream.parameter(name="token", value=session_token)
+    twiml = VoiceResponse()
+    twiml.append(connect)
+    return Response(str(twiml.to_xml()), media_type="application/xml")
+
+
+async def media_socket(ws: WebSocket) -> None:
+    gw = ws.app.state.gw
+    await ws.accept()
+    if gw.extras.get("draining"):
+        await ws.close(CLOSE_RESTART, "server is shutting down")
+        return
+    transport = TwilioTransport(ws)
+    info = await transport.start()
+    if info is None:
+        return
+    if gw.settings.api_key or gw.settings.twilio_auth_token:
+        try:
+            gw.auth.verify_token(info.extra.get("token", ""), info.agent_id)
+        except ApiError as exc:
+            log.warning("twilio media stream rejected: %s", exc.detail)
+            await transport.close(CLOSE_UNAUTHORIZED, exc.detail[:120])
+            return
+    try:
+        agent = await gw.memory.agents.get(info.agent_id)
+    except NotFound:
+        log.warning("twilio media stream for unknown agent %s", info.agent_id)
+        await transport.close(CLOSE_NOT_FOUND, "agent not found")
+        return
+    if gw.voice is None:
+        await transport.close(CLOSE_INTERNAL, "voice services are not available")
+        return
+    session = VoiceSession(gw, gw.voice, transport, agent)
+    calls = gw.extras.setdefault("calls", set())
+    calls.add(session)
+    try:
+        await session.run(info)
+    finally:
+        calls.discard(session)
+        if transport.dropped:
+            log.info("twilio stream %s: dropped frames %s", transport.stream_sid, transport.dropped)
+        await transport.close(CLOSE_NORMAL, "call ended")  # no-op if already closed
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/telephony/twilio/voice", voice_webhook, methods=["POST"]),
+        WebSocketRoute(MEDIA_PATH, media_socket),
+    ]

@@ -1,0 +1,77 @@
+"""`/v1/agents/{agent_id}/voice` (browser voice socket) and voice session tokens."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from memory.models import NotFound
+from voice_gateway.auth import Principal
+from voice_gateway.errors import ApiError
+from voice_gateway.pipeline.session import VoiceSession
+from voice_gateway.pipeline.transport import CLOSE_NOT_FOUND, CLOSE_RESTART, CLOSE_UNAUTHORIZED
+from voice_gateway.protocol.browser_transport import BrowserTransport
+
+log = logging.getLogger(__name__)
+
+
+async def create_voice_session(request: Request) -> JSONResponse:
+    """Issue a short-lived token for the browser voice socket (browsers cannot set headers)."""
+    gw = request.app.state.gw
+    agent_id = request.path_params["agent_id"]
+    await gw.auth.agent(request, agent_id)
+    principal = await gw.auth.principal(request)
+    token, exp = gw.auth.issue_token(agent_id, principal)
+    scheme = "wss" if request.url.scheme == "https" else "ws"
+    url = f"{scheme}://{request.url.netloc}/v1/agents/{agent_id}/voice?session_token={token}"
+    return JSONResponse({"session_token": token, "expires_at": exp, "url": url}, status_code=201)
+
+
+async def _authenticate(ws: WebSocket, agent_id: str) -> Principal:
+    gw = ws.app.state.gw
+    token = ws.query_params.get("session_token")
+    if token:
+        return gw.auth.verify_token(token, agent_id)
+    return await gw.auth.principal(ws)
+
+
+async def voice_socket(ws: WebSocket) -> None:
+    gw = ws.app.state.gw
+    agent_id = ws.path_params["agent_id"]
+    await ws.accept()
+    if gw.extras.get("draining"):
+        await ws.close(CLOSE_RESTART, "server is shutting down")
+        return
+    try:
+        principal = await _authenticate(ws, agent_id)
+        agent = await gw.memory.agents.get(
+            agent_id, user_id=principal.user_id, scoped=principal.scoped
+        )
+    except ApiError as exc:
+        await ws.close(CLOSE_UNAUTHORIZED, exc.detail[:120])
+        return
+    except NotFound:
+        await ws.close(CLOSE_NOT_FOUND, "agent not found")
+        return
+    voice = gw.extras.get("voice")
+    if voice is None:
+        await ws.close(1011, "voice services are not available")
+        return
+    session = VoiceSession(gw, voice, BrowserTransport(ws, agent_id), agent)
+    calls = gw.extras.setdefault("calls", set())
+    calls.add(session)
+    try:
+        await session.run()
+    finally:
+        calls.discard(session)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/agents/{agent_id}/voice/sessions", create_voice_session, methods=["POST"]),
+        WebSocketRoute("/v1/agents/{agent_id}/voice", voice_socket),
+    ]

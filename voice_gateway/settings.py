@@ -1,0 +1,91 @@
+"""Configuration from the environment (prefix VG_). The only module that reads the env."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
+
+
+class Settings(BaseSettings):
+    """Every knob of the gateway. Defaults give an embedded, offline server on loopback."""
+
+    model_config = SettingsConfigDict(env_prefix="VG_", env_file=None, extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8283
+    database_url: str = "sqlite+aiosqlite:///./data/voice-gateway.db"
+    redis_url: str | None = None
+    api_key: str | None = None
+    session_secret: str | None = None
+    public_url: str | None = None
+    log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+
+    # Providers
+    stt: str = "whisper"
+    tts: str = "espeak"
+    vad: str = "webrtc"
+    vad_mode: int = Field(3, ge=0, le=3)
+    default_model: str | None = None
+    default_embedding: str = "local/all-minilm-l6-v2"
+    openai_api_key: str | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_API_KEY", "VG_OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_BASE_URL", "VG_OPENAI_BASE_URL")
+    )
+    deepgram_api_key: str | None = Field(
+        None, validation_alias=AliasChoices("DEEPGRAM_API_KEY", "VG_DEEPGRAM_API_KEY")
+    )
+    deepgram_base_url: str | None = None  # tests point the SDK at a loopback server
+    twilio_auth_token: str | None = None
+
+    # Voice pipeline
+    voice: bool = True  # load STT/TTS/VAD at start (False: text API only)
+    endpoint_silence_ms: int = 400
+    min_speech_ms: int = 200
+    idle_timeout_s: float = 60.0
+    max_call_s: float = 3600.0
+    stt_threads: int = 2
+    stt_partials: bool = False
+    tts_voice: str = "en-us"
+    session_token_ttl_s: int = 300
+
+    # Agent loop
+    max_steps: int = 6
+    context_token_budget: int = 6000
+    llm_timeout_s: float = 60.0
+
+    # Sleeptime / bus
+    sleeptime_every_turns: int = 5
+    sleeptime_model: str | None = None  # model handle for memory rewriting; unset: the agent's
+    transcripts_maxlen: int = 100_000
+    claim_idle_ms: int = 30_000
+    max_deliveries: int = 5
+    sleeptime_test_delay_s: float = 0.0  # tests only: stall each rewrite before its commit
+
+    # HTTP limits
+    max_body_bytes: int = 1_000_000
+    shutdown_grace_s: float = 10.0
+
+    @cached_property
+    def data_dir(self) -> Path:
+        return Path("./data")
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS
+
+    def check_bind_safety(self) -> None:
+        """Refuse to serve an unauthenticated API on a non-loopback address."""
+        if not self.api_key and not self.is_loopback:
+            raise SystemExit(
+                f"refusing to bind to {self.host} without VG_API_KEY: set VG_API_KEY or "
+                "bind to 127.0.0.1"
+            )

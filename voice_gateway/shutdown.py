@@ -1,0 +1,70 @@
+"""Graceful shutdown: on SIGTERM stop taking calls, let current turns finish up to a deadline,
+tell callers (`error` server_shutdown, then close 1012), flush the outbox, then let uvicorn
+close the rest. A second signal forces the exit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+if TYPE_CHECKING:
+    from voice_gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+
+async def drain(gw: Gateway, grace_s: float) -> None:
+    gw.extras["draining"] = True  # /ready says 503; new calls are refused with 1012
+    deadline = time.monotonic() + grace_s
+    sessions = list(gw.extras.get("calls", ()))
+    log.info("draining: %d call(s), up to %.0f s", len(sessions), grace_s)
+    await asyncio.gather(*(s.drain(deadline) for s in sessions), return_exceptions=True)
+    bus = gw.extras.get("bus")
+    if bus is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                bus.publisher.drain_once(), max(1.0, deadline - time.monotonic())
+            )
+    log.info("drained")
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn with a drain step before its own shutdown."""
+
+    def __init__(self, config: uvicorn.Config, app: Any, grace_s: float) -> None:
+        super().__init__(config)
+        self.app = app
+        self.grace_s = grace_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        gw = getattr(self.app.state, "gw", None)
+        if self._draining is not None or gw is None or self._loop is None:
+            if self._draining is not None:
+                self.force_exit = True
+            super().handle_exit(sig, frame)
+            return
+        self._captured_signals.append(sig)
+        log.info("%s: draining before shutdown", signal.Signals(sig).name)
+        self._loop.call_soon_threadsafe(self._start_drain, gw)
+
+    def _start_drain(self, gw: Gateway) -> None:
+        async def run() -> None:
+            try:
+                await drain(gw, self.grace_s)
+            finally:
+                self.should_exit = True
+
+        self._draining = asyncio.ensure_future(run())

@@ -1,0 +1,80 @@
+// The gateway's REST API (protocols.md §4), as much of it as this page needs.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status; // 0: the server did not answer
+  }
+}
+
+export class Api {
+  /** getKey(): the API key to send as a Bearer token, or "" */
+  constructor(getKey) {
+    this.getKey = getKey;
+  }
+
+  async request(method, path, body) {
+    const headers = { Accept: "application/json" };
+    const key = this.getKey();
+    if (key) headers.Authorization = `Bearer ${key}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let resp;
+    try {
+      resp = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch {
+      throw new ApiError(0, "The server did not answer.");
+    }
+    const text = await resp.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    if (!resp.ok) {
+      let detail = data && data.detail !== undefined ? data.detail : text || resp.statusText;
+      if (typeof detail !== "string") detail = JSON.stringify(detail);
+      if (resp.status === 401) detail += " (set the API key under Settings)";
+      throw new ApiError(resp.status, `${resp.status}: ${detail}`);
+    }
+    return data;
+  }
+
+  listAgents() {
+    return this.request("GET", "/v1/agents/?limit=200&order=desc");
+  }
+
+  createAgent({ name, persona, model }) {
+    const body = {
+      name,
+      memory_blocks: [
+        { label: "persona", value: persona },
+        { label: "human", value: "" },
+      ],
+    };
+    if (model) body.model = model;
+    return this.request("POST", "/v1/agents/", body);
+  }
+
+  blocks(agentId) {
+    return this.request("GET", `/v1/agents/${encodeURIComponent(agentId)}/core-memory/blocks`);
+  }
+
+  block(agentId, label) {
+    const a = encodeURIComponent(agentId);
+    return this.request("GET", `/v1/agents/${a}/core-memory/blocks/${encodeURIComponent(label)}`);
+  }
+
+  /** A short-lived token for the voice socket, and the socket URL for this page's origin. */
+  async voiceUrl(agentId) {
+    const a = encodeURIComponent(agentId);
+    const { session_token: token } = await this.request("POST", `/v1/agents/${a}/voice/sessions`);
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    return `${scheme}://${location.host}/v1/agents/${a}/voice?session_token=${encodeURIComponent(token)}`;
+  }
+}
