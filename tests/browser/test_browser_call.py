@@ -32,6 +32,7 @@ async def test_spoken_turn_in_the_browser(
             await page.click("#create-details summary")
         await page.fill("#new-name", "Tea helper")
         await page.fill("#new-persona", "I am a tea expert who remembers what guests like.")
+        await page.fill("#new-greeting", "")  # no greeting: this test is about one spoken turn
         await page.click("#create-form button[type=submit]")
         await bp.wait("vg.agentId && vg.blocks.persona")
         agent_id = await bp.vg(".agentId")
@@ -84,6 +85,46 @@ async def test_spoken_turn_in_the_browser(
         if m["message_type"] in ("user_message", "assistant_message")
     ]
     assert stored == [("user_message", said), ("assistant_message", REPLY)]
+
+
+async def test_returning_caller_is_greeted_by_name(
+    pw: Playwright, bg: VoiceGateway, tmp_path: Path
+) -> None:
+    """The newcomer's path: create an agent in the page (its default greeting), call, say your
+    name, hang up; the memory worker writes it to `human`; call back: the greeting has it."""
+    bg.llm.responder = lambda body: Reply(text=REPLY)
+    # the greeting (~2 s) plays before the caller speaks, so it is not barged in
+    wav = mic_wav(tmp_path / "mic.wav", 5000, UTTERANCE, 2000)
+    async with open_page(pw, f"{bg.server.url}/?aec=0", wav) as bp:
+        page = bp.page
+        await bp.wait("vg.agents !== null")
+        if not await page.locator("#create-details").evaluate("d => d.open"):
+            await page.click("#create-details summary")
+        await page.fill("#new-name", "Greeter")
+        greeting = await page.input_value("#new-greeting")
+        assert greeting.startswith("Hello!")  # the form's default
+        await page.click("#create-form button[type=submit]")
+        await bp.wait("vg.agentId && vg.blocks.human")
+        agent_id = await bp.vg(".agentId")
+
+        await page.click("#connect")
+        await bp.wait("vg.replies.length >= 1")
+        assert (await bp.vg(".replies"))[0] == greeting  # no name known yet
+        await bp.wait(f"vg.replies.includes({REPLY!r})")
+        await bp.wait("vg.blocks.human && vg.blocks.human.value.includes('Alice')")
+        await page.click("#connect")  # hang up
+        await bp.wait("vg.state === 'idle'")
+
+        await page.click("#connect")  # call back
+        await bp.wait("vg.state === 'live'")
+        await bp.wait("vg.replies.filter((r) => r.includes('Alice')).length >= 2")
+        replies = await bp.vg(".replies")
+        assert replies[-1] == greeting.replace("Hello!", "Hello Alice!", 1), replies
+        await bp.wait("Object.values(vg.items).filter((i) => i.done).length >= 3")
+    greeted = [
+        m for m in bg.messages(agent_id) if m["message_type"] == "assistant_message"
+    ]
+    assert [m["content"] for m in greeted][-1] == REPLY  # greetings are not stored as turns
 
 
 async def test_barge_in_clears_playback(pw: Playwright, bg: VoiceGateway, tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ export class Api {
     return this.request("GET", "/v1/agents/?limit=200&order=desc");
   }
 
-  createAgent({ name, persona, model }) {
+  createAgent({ name, persona, model, greeting }) {
     const body = {
       name,
       memory_blocks: [
@@ -58,6 +58,7 @@ export class Api {
       ],
     };
     if (model) body.model = model;
+    if (greeting) body.greeting = greeting;
     return this.request("POST", "/v1/agents/", body);
   }
 

@@ -144,9 +144,10 @@ async function createAgent(e) {
   const name = form.elements.name.value.trim();
   const persona = form.elements.persona.value.trim() || DEFAULT_PERSONA;
   const model = form.elements.model.value.trim();
+  const greeting = form.elements.greeting.value.trim();
   form.querySelector("button").disabled = true;
   try {
-    const agent = await api.createAgent({ name, persona, model });
+    const agent = await api.createAgent({ name, persona, model, greeting });
     form.reset();
     $("create-details").open = false;
     await loadAgents(agent.id);
