@@ -105,6 +105,9 @@ class ScriptedProvider(LLMProvider):
     ) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
         name = dict(line.split(":", 1) for line in human.split("\n") if ":" in line).get("Name", "")
         name = name.strip()
+        stated = extract_facts(user)
+        if "Name" in stated:  # "Hi, my name is Alice": the name matters more than the "hi"
+            return f"Nice to meet you, {stated['Name']}! I'll remember that. {DEMO}.", []
         if _GREETING.search(user):
             who = f", {name}" if name else ""
             return f"Hello{who}! {DEMO}, running without a language model. How can I help?", []
@@ -120,7 +123,7 @@ class ScriptedProvider(LLMProvider):
                 for i in range(1, 13)
             )
             return story, []
-        if extract_facts(user):
+        if stated:
             return f"Thanks, I'll remember that. {DEMO}, so my answers are simple.", []
         heard = user.strip().rstrip(".!?")
         return f'{DEMO}. I heard you say: "{heard}".', []

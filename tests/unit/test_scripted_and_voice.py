@@ -105,3 +105,25 @@ def test_greeting_personalization() -> None:
     assert personalize("Hello! How can I help?", "Alice") == "Hello Alice! How can I help?"
     assert personalize("How can I help?", "Alice") == "Hi Alice! How can I help?"
     assert personalize("How can I help?", None) == "How can I help?"
+
+
+def _chat(user: str, human: str = "") -> str:
+    req = LLMRequest(
+        model="demo",
+        messages=[
+            {"role": "system", "content": f"<human>\n<value>\n{human}\n</value>\n</human>"},
+            {"role": "user", "content": user},
+        ],
+    )
+    text, calls = ScriptedProvider().decide(req)
+    assert calls == []
+    return text
+
+
+def test_scripted_chat_acknowledges_a_name_even_after_hi() -> None:
+    said = _chat("Hi there. My name is Alice, and I live in Lisbon.")
+    assert said.startswith("Nice to meet you, Alice!") and "offline demo model" in said
+    assert _chat("Hello!", "Name: Alice").startswith("Hello, Alice!")
+    assert _chat("Hello!").startswith("Hello! I'm the offline demo model")
+    assert _chat("What is my name?", "Name: Alice\nLocation: Lisbon") == "Your name is Alice."
+    assert _chat("I live in Porto.").startswith("Thanks, I'll remember that.")
