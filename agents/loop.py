@@ -54,6 +54,7 @@ class TurnInput:
     max_steps: int | None = None
     model: str | None = None  # a model handle other than the agent's (sleeptime may use its own)
     staged: StagedMemory | None = None  # sleeptime: stage memory edits, the caller commits them
+    llm_timeout_s: float | None = None  # voice: a short wait for the model (LLMRequest.timeout_s)
 
 
 @dataclass(slots=True)
@@ -161,6 +162,7 @@ class AgentLoop:
                 model=model,
                 messages=[{"role": "system", "content": system}, *to_openai(context)],
                 tools=[t.schema(voice=inp.mode.voice_tools) for t in tools],
+                timeout_s=inp.llm_timeout_s,
             )
             assistant = run.current = run.new_message("assistant", step_id=new_id("step"))
             calls: dict[int, Call] = {}

@@ -62,6 +62,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         openai_api_key=settings.openai_api_key,
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
+        fallback=settings.llm_fallback,
     )
     await asyncio.to_thread(llms.warmup)
     loop = AgentLoop(

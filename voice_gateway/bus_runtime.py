@@ -135,6 +135,7 @@ async def run_worker(settings: Settings, consumer: str, concurrency: int) -> int
         openai_api_key=settings.openai_api_key,
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
+        fallback=settings.llm_fallback,
     )
     agent = SleeptimeAgent(
         memory,

@@ -62,6 +62,15 @@ class Settings(BaseSettings):
     context_token_budget: int = 6000
     llm_timeout_s: float = 60.0
 
+    # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
+    llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
+    stt_timeout_s: float = Field(10.0, gt=0)  # an utterance's final transcript
+    tts_timeout_s: float = Field(10.0, gt=0)  # first/next audio chunk of a sentence
+    stt_fallback: str | None = None  # e.g. VG_STT=deepgram, VG_STT_FALLBACK=whisper
+    tts_fallback: str | None = None  # e.g. VG_TTS=openai, VG_TTS_FALLBACK=espeak
+    llm_fallback: str | None = None  # a model handle, e.g. openai/gpt-4o-mini
+    fallback_cooldown_s: float = Field(30.0, ge=0)  # skip a failed primary this long
+
     # Sleeptime / bus
     sleeptime_every_turns: int = 5
     sleeptime_model: str | None = None  # model handle for memory rewriting; unset: the agent's

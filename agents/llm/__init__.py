@@ -1,8 +1,10 @@
-"""LLM providers by model handle: `openai/<model>` or `scripted/demo`."""
+"""LLM providers by model handle: `openai/<model>` or `scripted/demo`, each optionally backed
+by a fallback model handle (VG_LLM_FALLBACK, see agents/llm/fallback.py)."""
 
 from __future__ import annotations
 
 from agents.llm.base import LLMChunk, LLMError, LLMProvider, LLMRequest, ToolCallDelta, Usage
+from agents.llm.fallback import FallbackLLM
 from agents.llm.scripted import ScriptedProvider
 
 SCRIPTED_HANDLE = "scripted/demo"
@@ -18,11 +20,16 @@ class LLMRegistry:
         openai_api_key: str | None = None,
         openai_base_url: str | None = None,
         timeout_s: float = 60.0,
+        fallback: str | None = None,
     ) -> None:
         self.openai_api_key = openai_api_key
         self.openai_base_url = openai_base_url
         self.timeout_s = timeout_s
+        if fallback:
+            self.validate(fallback)
+        self.fallback = fallback or None  # a model handle tried when a model fails
         self._providers: dict[str, LLMProvider] = {}
+        self._wrapped: dict[tuple[int, int], FallbackLLM] = {}
         self.overrides: dict[str, LLMProvider] = {}
 
     @property
@@ -41,6 +48,18 @@ class LLMRegistry:
             )
 
     def resolve(self, handle: str) -> tuple[LLMProvider, str]:
+        """The provider for `handle` (wrapped with the fallback model, if one is configured
+        and `handle` is not the fallback itself) and the vendor model name."""
+        provider, model = self._resolve(handle)
+        if self.fallback is None or handle == self.fallback:
+            return provider, model
+        backup, backup_model = self._resolve(self.fallback)
+        key = (id(provider), id(backup))
+        if key not in self._wrapped:
+            self._wrapped[key] = FallbackLLM(provider, backup, backup_model, self.fallback)
+        return self._wrapped[key], model
+
+    def _resolve(self, handle: str) -> tuple[LLMProvider, str]:
         self.validate(handle)
         provider, _, model = handle.partition("/")
         if provider in self.overrides:
@@ -61,7 +80,7 @@ class LLMRegistry:
     def warmup(self) -> None:
         """Import and build the OpenAI client now (~0.7 s) rather than on the first turn."""
         if self.openai_configured:
-            provider, _ = self.resolve("openai/warmup")
+            provider, _ = self._resolve("openai/warmup")
             _ = provider.client.chat.completions  # type: ignore[attr-defined]
 
     async def aclose(self) -> None:
@@ -72,6 +91,7 @@ class LLMRegistry:
 __all__ = [
     "KNOWN_MODEL_HANDLES",
     "SCRIPTED_HANDLE",
+    "FallbackLLM",
     "LLMChunk",
     "LLMError",
     "LLMProvider",

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,10 +59,15 @@ class LLMRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     purpose: Literal["chat", "summarize"] = "chat"
     temperature: float | None = None
+    # a latency budget (voice): the wait for the first and each next chunk, instead of the
+    # provider's own time-out; a request that runs out of it is not retried on the same
+    # provider (a fallback provider, if any, is tried instead)
+    timeout_s: float | None = None
 
 
 class LLMProvider(ABC):
-    """Base: time-out to first chunk and between chunks, one retry before any output."""
+    """Base: time-out to first chunk and between chunks (the request's `timeout_s` or the
+    provider's), one retry of a retryable failure before any output."""
 
     name = "llm"
 
@@ -78,9 +83,10 @@ class LLMProvider(ABC):
     def map_error(self, exc: Exception) -> LLMError:
         return LLMError(self.name, f"{type(exc).__name__}: {exc}")
 
-    async def stream(self, req: LLMRequest) -> AsyncIterator[LLMChunk]:
+    async def stream(self, req: LLMRequest) -> AsyncGenerator[LLMChunk, None]:
         start = time.perf_counter()
         produced = False
+        timeout_s = req.timeout_s or self.timeout_s
         for attempt in range(self.retries + 1):
             it = self._stream(req).__aiter__()
             try:
@@ -88,7 +94,7 @@ class LLMProvider(ABC):
                     try:
                         # not asyncio.wait_for: on 3.11 it drops a cancellation (barge-in) that
                         # arrives when the next chunk is already there
-                        async with asyncio.timeout(self.timeout_s):
+                        async with asyncio.timeout(timeout_s):
                             chunk = await it.__anext__()
                     except StopAsyncIteration:
                         return
@@ -104,11 +110,11 @@ class LLMProvider(ABC):
                 log.warning("retrying %s after %s", self.name, exc)
             except Exception as exc:
                 err = exc if isinstance(exc, LLMError) else self.map_error(exc)
-                if isinstance(exc, TimeoutError):
-                    err = LLMError(
-                        self.name, f"no response within {self.timeout_s:.0f}s", retryable=True
-                    )
-                if produced or not err.retryable or attempt == self.retries:
+                timed_out = isinstance(exc, TimeoutError)
+                if timed_out:
+                    err = LLMError(self.name, f"no response within {timeout_s:g}s", retryable=True)
+                last = attempt == self.retries or (timed_out and req.timeout_s is not None)
+                if produced or not err.retryable or last:
                     raise err from exc
                 log.warning("retrying %s after %s", self.name, err)
             finally:

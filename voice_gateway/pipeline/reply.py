@@ -113,6 +113,7 @@ class Reply:
             source=self.s.transport.source,
             notes=self.turn.notes,
             publish=False,
+            llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
         )
         self.t_llm_start = time.monotonic()
         current: str | None = None
@@ -150,6 +151,7 @@ class Reply:
                     if ev.stop_reason in ("llm_api_error", "error"):
                         self.s.gw.metrics.provider_error("llm", self.s.agent.model)
                         await self.s.transport.error("llm_error", ev.error or "the model failed")
+                        splitter = SentenceSplitter()  # not the half sentence it broke off in
                         await self._apologize()
         self._say(splitter.flush(), current)
 

@@ -10,8 +10,10 @@ from agents.voice import DEFAULT_FILLER
 from voice_gateway.settings import Settings
 from voice_gateway.stt import create_stt
 from voice_gateway.stt.base import STTProvider
+from voice_gateway.stt.fallback import FallbackSTT
 from voice_gateway.tts import create_tts
 from voice_gateway.tts.base import TTSError, TTSProvider
+from voice_gateway.tts.fallback import FallbackTTS
 from voice_gateway.vad import create_vad
 from voice_gateway.vad.base import VAD
 
@@ -73,23 +75,14 @@ class VoiceServices:
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceServices:
-        stt = create_stt(
-            settings.stt,
-            threads=settings.stt_threads,
-            partials=settings.stt_partials,
-            openai_api_key=settings.openai_api_key,
-            openai_base_url=settings.openai_base_url,
-            deepgram_api_key=settings.deepgram_api_key,
-            deepgram_base_url=settings.deepgram_base_url,
-        )
-        tts = create_tts(
-            settings.tts,
-            voice=settings.tts_voice,
-            openai_api_key=settings.openai_api_key,
-            openai_base_url=settings.openai_base_url,
-            deepgram_api_key=settings.deepgram_api_key,
-            deepgram_base_url=settings.deepgram_base_url,
-        )
+        stt = _stt(settings, settings.stt)
+        if settings.stt_fallback and settings.stt_fallback != settings.stt:
+            backup = _stt(settings, settings.stt_fallback)
+            stt = FallbackSTT(stt, backup, cooldown_s=settings.fallback_cooldown_s)
+        tts = _tts(settings, settings.tts)
+        if settings.tts_fallback and settings.tts_fallback != settings.tts:
+            voice = _tts(settings, settings.tts_fallback)
+            tts = FallbackTTS(tts, voice, cooldown_s=settings.fallback_cooldown_s)
         fallback = None if settings.tts == "espeak" else create_tts("espeak")
         phrases = PhraseCache(tts, fallback)
         log.info("loading speech models (stt=%s, tts=%s) ...", settings.stt, settings.tts)
@@ -104,3 +97,30 @@ class VoiceServices:
         await self.tts.aclose()
         if self.phrases.fallback is not None:
             await self.phrases.fallback.aclose()
+
+
+def _stt(settings: Settings, name: str) -> STTProvider:
+    stt = create_stt(
+        name,
+        threads=settings.stt_threads,
+        partials=settings.stt_partials,
+        openai_api_key=settings.openai_api_key,
+        openai_base_url=settings.openai_base_url,
+        deepgram_api_key=settings.deepgram_api_key,
+        deepgram_base_url=settings.deepgram_base_url,
+    )
+    stt.timeout_s = settings.stt_timeout_s
+    return stt
+
+
+def _tts(settings: Settings, name: str) -> TTSProvider:
+    tts = create_tts(
+        name,
+        voice=settings.tts_voice,
+        openai_api_key=settings.openai_api_key,
+        openai_base_url=settings.openai_base_url,
+        deepgram_api_key=settings.deepgram_api_key,
+        deepgram_base_url=settings.deepgram_base_url,
+    )
+    tts.timeout_s = settings.tts_timeout_s
+    return tts

@@ -18,7 +18,7 @@ from memory.orm import new_id, utcnow
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.audio import StreamingResampler
 from voice_gateway.pipeline.reply import Reply, UserTurn
-from voice_gateway.pipeline.services import STT_APOLOGY, VoiceServices
+from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
@@ -91,7 +91,7 @@ class VoiceSession:
         call_id.set(self.session_id)
         await self._setup(info)
         self.gw.metrics.calls.labels(self.transport.source).inc()
-        stt = self.voice.stt.open(on_partial=self._partial)
+        stt = self.voice.stt.open_stream(on_partial=self._partial)
         self.stt: STTStream = stt
         reason = "gone"
         try:
@@ -171,7 +171,7 @@ class VoiceSession:
             if events:
                 await self._frame_events(pcm, events)
             elif self.detector.in_confirmed_utterance:
-                await self.stt.push(pcm)
+                await self.stt.feed(pcm)
             return
         buf = self._buf + pcm
         n = len(buf) - len(buf) % FRAME_BYTES
@@ -182,14 +182,14 @@ class VoiceSession:
             if events:
                 await self._frame_events(frame, events)
             elif self.detector.in_confirmed_utterance:
-                await self.stt.push(frame)
+                await self.stt.feed(frame)
 
     async def _frame_events(self, frame: bytes, events: list[TurnEvent]) -> None:
         # a confirmation carries the utterance so far (this frame included) to STT
         if self.detector.in_confirmed_utterance and not any(
             isinstance(e, SpeechConfirmed) for e in events
         ):
-            await self.stt.push(frame)
+            await self.stt.feed(frame)
         for ev in events:
             await self._turn_event(ev)
 
@@ -198,7 +198,7 @@ class VoiceSession:
             await self.send("speech.started", at_ms=ev.at_ms)
         elif isinstance(ev, SpeechConfirmed):
             self.interrupt("barge_in")
-            await self.stt.push(ev.audio)
+            await self.stt.feed(ev.audio)
         elif isinstance(ev, SpeechStopped):
             await self.send("speech.stopped", at_ms=ev.at_ms)
             now = time.monotonic()
@@ -262,7 +262,8 @@ class VoiceSession:
             exc = result
             if not isinstance(exc, STTError):
                 log.error("speech-to-text failed", exc_info=exc)
-            self.gw.metrics.provider_error("stt", self.voice.stt.name)
+            provider = exc.provider if isinstance(exc, STTError) else self.voice.stt.name
+            self.gw.metrics.provider_error("stt", provider)
             await self.transport.error("stt_error", f"speech-to-text failed: {exc}")
             await self._speak_phrase(STT_APOLOGY)
             return None
@@ -305,9 +306,15 @@ class VoiceSession:
         except Exception:
             log.exception("reply failed")
             await self.transport.error("internal_error", "the reply failed; please try again")
+            await self._speak_phrase(APOLOGY)
 
     async def _speak_phrase(self, text: str) -> None:
-        audio = await self.voice.phrases.get(text, self.output_rate)
+        """A cached phrase (an apology) as an audio item of its own; never raises."""
+        try:
+            audio = await self.voice.phrases.get(text, self.output_rate)
+        except Exception:
+            log.exception("no audio for the phrase %r", text)
+            return
         item = new_id("item")
         await self.send("response.audio.started", item_id=item, sample_rate=self.output_rate)
         step = self.output_rate // 50 * 2

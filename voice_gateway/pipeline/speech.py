@@ -58,7 +58,10 @@ class Speaker:
     _current: Segment | None = None
 
     def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
-        if text.strip():
+        """Queue text for TTS; after a TTS failure in this reply, further text stays unspoken
+        (a hung voice would cost its time-out per sentence; the text still reaches the
+        client as response.text.delta)."""
+        if text.strip() and self.tts_error is None:
             self._jobs.append(_Job(Segment(kind, text, message_id)))
             self._wake.set()
 

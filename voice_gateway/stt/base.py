@@ -1,12 +1,20 @@
 """Speech-to-text interface. The gateway's VAD decides where an utterance ends; a stream
-gets the utterance's audio (`push`) and returns its text (`finish`)."""
+gets the utterance's audio (`feed`) and returns its text (`finish`).
+
+The base owns the fault handling: `finish` has a time-out, vendor errors become STTError, a
+vendor `push` that raises marks the utterance failed (its `finish` raises, the next utterance
+starts afresh) instead of breaking the caller's audio input, and a provider whose `open`
+raises gives a stream that fails each utterance with that error (see `open_stream`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
 
 PartialCallback = Callable[[str], Awaitable[None]]
 
@@ -17,37 +25,69 @@ class STTError(Exception):
         self.provider, self.message, self.retryable = provider, message, retryable
 
 
+def as_stt_error(provider: str, exc: BaseException) -> STTError:
+    if isinstance(exc, STTError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return STTError(provider, "timed out", retryable=True)
+    return STTError(provider, f"{type(exc).__name__}: {exc}", retryable=True)
+
+
 class STTStream(ABC):
     provider = "stt"
-    timeout_s = 20.0
+    timeout_s = 20.0  # set per provider by STTProvider.open_stream
 
     def __init__(self) -> None:
         self.last_latency_ms: float | None = None
+        self.failed: STTError | None = None  # a push of the current utterance failed
 
     @abstractmethod
-    async def push(self, pcm16_16k: bytes) -> None: ...
+    async def push(self, pcm16_16k: bytes) -> None:
+        """Vendor hook: take 20 ms of audio. Must not block on the network (queue instead)."""
+
+    async def feed(self, pcm16_16k: bytes) -> None:
+        """`push`, with a vendor failure held until `finish` (the audio path never raises)."""
+        if self.failed is not None:
+            return
+        try:
+            await self.push(pcm16_16k)
+        except Exception as exc:
+            self.failed = as_stt_error(self.provider, exc)
+            log.warning("%s; dropping the rest of the utterance", self.failed)
 
     @abstractmethod
     async def _finish(self) -> str: ...
 
     async def finish(self) -> str:
         """The final transcript of the current utterance; the stream is then ready for the
-        next one. Vendor failures become STTError."""
+        next one. Vendor failures and time-outs become STTError."""
         start = time.perf_counter()
         try:
+            if self.failed is not None:
+                failed, self.failed = self.failed, None
+                await self._reset_quietly()
+                raise failed
             async with asyncio.timeout(self.timeout_s):
                 text = await self._finish()
         except STTError:
             raise
         except TimeoutError as exc:
+            await self._reset_quietly()
             raise STTError(
-                self.provider, f"no transcript within {self.timeout_s:.0f}s", retryable=True
+                self.provider, f"no transcript within {self.timeout_s:g}s", retryable=True
             ) from exc
         except Exception as exc:
             raise STTError(self.provider, f"{type(exc).__name__}: {exc}") from exc
         finally:
             self.last_latency_ms = (time.perf_counter() - start) * 1000
         return text.strip()
+
+    async def _reset_quietly(self) -> None:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self.reset()
+        except Exception as exc:
+            log.warning("%s STT: reset after a failure failed: %s", self.provider, exc)
 
     @abstractmethod
     async def reset(self) -> None: ...
@@ -56,12 +96,43 @@ class STTStream(ABC):
         return None
 
 
+class BrokenStream(STTStream):
+    """The stream of a provider whose `open` failed: every utterance fails with that error
+    (the caller hears an apology and can still type), none raises into the call."""
+
+    def __init__(self, error: STTError) -> None:
+        super().__init__()
+        self.error = error
+        self.provider = error.provider
+
+    async def push(self, pcm16_16k: bytes) -> None:
+        raise self.error
+
+    async def _finish(self) -> str:
+        raise self.error
+
+    async def reset(self) -> None:
+        return None
+
+
 class STTProvider(ABC):
     name = "stt"
     streaming = False
+    timeout_s = 20.0  # finish() time-out of its streams (VG_STT_TIMEOUT_S)
 
     @abstractmethod
-    def open(self, *, on_partial: PartialCallback | None = None) -> STTStream: ...
+    def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
+        """Vendor hook: a stream for one call."""
+
+    def open_stream(self, *, on_partial: PartialCallback | None = None) -> STTStream:
+        """A stream for one call, with this provider's time-out; never raises."""
+        try:
+            stream = self.open(on_partial=on_partial)
+        except Exception as exc:
+            log.warning("%s STT: cannot open a stream: %s", self.name, exc)
+            stream = BrokenStream(as_stt_error(self.name, exc))
+        stream.timeout_s = self.timeout_s
+        return stream
 
     async def warmup(self) -> None:
         return None

@@ -1,5 +1,6 @@
-"""Text-to-speech interface: time-out, one retry before any audio, resampling to the caller's
-rate, time-to-first-byte, and vendor errors mapped to TTSError."""
+"""Text-to-speech interface: a time-out per audio chunk (VG_TTS_TIMEOUT_S), one retry of a fast
+failure before any audio (not of a time-out), resampling to the caller's rate,
+time-to-first-byte, and vendor errors mapped to TTSError."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from voice_gateway.pipeline.audio import StreamingResampler, resample_whole
 
@@ -34,7 +35,7 @@ class TTSProvider(ABC):
     def _stream(self, text: str) -> AsyncIterator[bytes]:
         """PCM16 LE mono at `native_rate`; raise anything on failure."""
 
-    async def synthesize(self, text: str, sample_rate: int) -> AsyncIterator[bytes]:
+    async def synthesize(self, text: str, sample_rate: int) -> AsyncGenerator[bytes, None]:
         text = text.strip()
         if not text:
             return
@@ -84,7 +85,8 @@ class TTSProvider(ABC):
                 raise
             except Exception as exc:
                 err = exc if isinstance(exc, TTSError) else TTSError(self.name, _describe(exc))
-                if produced or attempt == self.retries:
+                # a hang is not retried: a second wait would double the caller's silence
+                if produced or attempt == self.retries or isinstance(exc, TimeoutError):
                     raise err from exc
                 log.warning("%s; retrying", err)
             finally:

@@ -41,3 +41,7 @@ class PiperTTS(TTSProvider):
 
     async def _stream(self, text: str) -> AsyncIterator[bytes]:
         yield await asyncio.to_thread(self._synth, text)
+
+    async def warmup(self) -> None:
+        await asyncio.to_thread(self._load)  # loading the voice is not subject to the time-out
+        await super().warmup()
