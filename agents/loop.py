@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -24,8 +24,10 @@ from agents.llm import LLMError, LLMProvider, LLMRegistry, LLMRequest, Usage
 from agents.locks import LocalLocks, TurnLocks
 from agents.summarizer import Summarizer
 from agents.tools import REGISTRY, ToolContext
+from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
 from agents.tools.registry import Tool, ToolRegistry
+from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
 from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
 from memory.orm import new_id
@@ -39,6 +41,7 @@ class LoopConfig:
     max_steps: int = 6
     context_token_budget: int = 6000
     tool_timeout_s: float = 30.0
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # custom tools
 
 
 @dataclass(slots=True)
@@ -100,10 +103,18 @@ class AgentLoop:
         self.locks: TurnLocks = locks or LocalLocks()
         self.prompts = PromptCache()
         self.summarizer = Summarizer(memory)
+        self.sandbox = Sandbox(self.config.sandbox)
 
-    def tools_for(self, agent: AgentData, mode: Mode) -> list[Tool]:
+    def tools_for(self, agent: AgentData, mode: Mode, custom: Sequence[Tool] = ()) -> list[Tool]:
         names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
-        return self.tools.select(names, voice=mode.voice_tools)
+        return self.tools.select(names, voice=mode.voice_tools, extra=custom)
+
+    async def load_tools(self, agent: AgentData, mode: Mode) -> list[Tool]:
+        """The run's tools: built-ins and the agent's custom tools (run in the sandbox)."""
+        names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
+        unknown = [n for n in names if self.tools.get(n) is None]
+        rows = await self.memory.tools.by_names(agent.user_id, unknown) if unknown else []
+        return self.tools_for(agent, mode, [custom_tool(r, self.sandbox) for r in rows])
 
     async def run(self, agent_id: str, inp: TurnInput) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn. Consume with `contextlib.aclosing` so cancellation persists promptly."""
@@ -131,7 +142,7 @@ class AgentLoop:
         transaction per step (as Letta does)."""
         inp, agent = run.inp, run.agent
         provider, model = self.llms.resolve(inp.model or agent.model)
-        tools = self.tools_for(agent, inp.mode)
+        tools = await self.load_tools(agent, inp.mode)
         by_name = {t.name: t for t in tools}
         history: list[MessageData] = []
         if inp.mode.history:

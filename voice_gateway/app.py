@@ -20,6 +20,7 @@ from agents.llm import LLMRegistry
 from agents.locks import RedisLocks
 from agents.loop import AgentLoop, LoopConfig
 from agents.memory_events import MemoryEvents
+from agents.tools.sandbox import SandboxConfig
 from memory.service import Memory
 from voice_gateway.auth import Auth
 from voice_gateway.errors import EXCEPTION_HANDLERS
@@ -69,7 +70,17 @@ async def open_gateway(settings: Settings) -> Gateway:
         memory,
         llms,
         config=LoopConfig(
-            max_steps=settings.max_steps, context_token_budget=settings.context_token_budget
+            max_steps=settings.max_steps,
+            context_token_budget=settings.context_token_budget,
+            tool_timeout_s=max(30.0, settings.tool_timeout_s + 5),  # the sandbox times out first
+            sandbox=SandboxConfig(
+                timeout_s=settings.tool_timeout_s,
+                cpu_s=settings.tool_cpu_s,
+                memory_mb=settings.tool_memory_mb,
+                max_output_bytes=settings.tool_max_output_bytes,
+                max_concurrent=settings.tool_max_concurrent,
+                namespaces=settings.tool_namespaces,
+            ),
         ),
     )
     auth = Auth(memory, settings.api_key, settings.session_secret, settings.session_token_ttl_s)

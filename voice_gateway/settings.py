@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     context_token_budget: int = 6000
     llm_timeout_s: float = 60.0
 
+    # Custom tools: each call runs in a sandboxed process (docs/rest_api.md, "Custom tools")
+    tool_timeout_s: float = Field(10.0, gt=0, le=600)  # wall clock per call
+    tool_cpu_s: int = Field(5, ge=1, le=600)  # RLIMIT_CPU
+    tool_memory_mb: int = Field(256, ge=64, le=65536)  # RLIMIT_AS
+    tool_max_output_bytes: int = Field(64_000, ge=1000)  # stdout and stderr, each
+    tool_max_concurrent: int = Field(4, ge=1, le=256)  # sandboxed calls at once
+    tool_namespaces: bool = True  # network/mount namespaces where the OS allows
+
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
     llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
     stt_timeout_s: float = Field(10.0, gt=0)  # an utterance's final transcript

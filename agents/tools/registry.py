@@ -6,7 +6,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -162,9 +162,13 @@ class ToolRegistry:
     def all(self) -> list[Tool]:
         return list(self._tools.values())
 
-    def select(self, names: list[str], *, voice: bool = False) -> list[Tool]:
-        """The agent's tools; in voice mode only voice-safe ones, search_memory first."""
-        tools = [self._tools[n] for n in names if n in self._tools]
+    def select(
+        self, names: list[str], *, voice: bool = False, extra: Sequence[Tool] = ()
+    ) -> list[Tool]:
+        """The agent's tools (built-ins, then `extra`, e.g. its custom tools, by name); in voice
+        mode only voice-safe ones, search_memory first."""
+        pool = {**{t.name: t for t in extra}, **self._tools}
+        tools = [pool[n] for n in names if n in pool]
         if voice:
             tools = [t for t in tools if t.voice_safe]
             tools.sort(key=lambda t: t.name != "search_memory")

@@ -8,8 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.tools import REGISTRY
+from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
+from memory.tools import ToolData
 
 LOCAL_EMBED_DIM = 384
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
@@ -122,12 +125,32 @@ class PassageIn(_Body):
     created_at: datetime | None = None
 
 
-class ToolIn(_Body):
-    source_code: str | None = None
+class ToolUpdate(_Body):
+    """PATCH /v1/tools/{id}: Letta's fields, plus `voice_safe` (also read from metadata_)."""
+
+    source_code: str | None = Field(None, max_length=100_000)
     json_schema: dict[str, Any] | None = None
-    description: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    source_type: str = "python"
+    args_json_schema: dict[str, Any] | None = None
+    description: str | None = Field(None, max_length=10_000)
+    tags: list[str] | None = None
+    source_type: str | None = None
+    voice_safe: bool | None = None
+    metadata_: dict[str, Any] | None = None
+    pip_requirements: list[Any] | None = None
+    npm_requirements: list[Any] | None = None
+
+    def voice_flag(self) -> bool | None:
+        if self.voice_safe is not None:
+            return self.voice_safe
+        flag = (self.metadata_ or {}).get("voice_safe")
+        return flag if isinstance(flag, bool) else None
+
+
+class ToolIn(ToolUpdate):
+    """POST/PUT /v1/tools/: a tool from Python source (Letta's ToolCreate / ToolUpsert)."""
+
+    source_code: str = Field(max_length=100_000)
+    tags: list[str] | None = Field(default_factory=list)
 
 
 def iso(dt: datetime | None) -> str:
@@ -154,6 +177,7 @@ def builtin_tool_id(name: str) -> str:
 
 
 def tool_json(t: Tool) -> dict[str, Any]:
+    """A built-in tool as a Letta Tool."""
     schema = t.schema()["function"]
     return {
         "id": builtin_tool_id(t.name),
@@ -163,8 +187,36 @@ def tool_json(t: Tool) -> dict[str, Any]:
         "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
         "source_type": "python",
         "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
+        "voice_safe": t.voice_safe,
         "metadata_": {"voice_safe": t.voice_safe, "builtin": True},
     }
+
+
+def custom_tool_json(t: ToolData) -> dict[str, Any]:
+    """A custom (sandboxed Python) tool as a Letta Tool."""
+    return {
+        "id": t.id,
+        "name": t.name,
+        "description": t.description,
+        "json_schema": t.json_schema,
+        "args_json_schema": None,
+        "source_code": t.source_code,
+        "source_type": t.source_type,
+        "tool_type": "custom",
+        "tags": t.tags,
+        "voice_safe": t.voice_safe,
+        "metadata_": {"voice_safe": t.voice_safe, "builtin": False},
+        "created_at": iso(t.created_at),
+    }
+
+
+def tool_return_json(content: str, tool_name: str | None) -> dict[str, Any]:
+    """tool_return (+ stdout and stderr for custom tools, as Letta returns them)."""
+    split = None if tool_name is None or REGISTRY.get(tool_name) else split_envelope(content)
+    if split is None:
+        return {"tool_return": content}
+    text, stdout, stderr = split
+    return {"tool_return": text, "stdout": stdout, "stderr": stderr}
 
 
 def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
@@ -227,7 +279,7 @@ def letta_messages(m: MessageData) -> list[dict[str, Any]]:
         return [
             {
                 **_base(m, "tool_return_message"),
-                "tool_return": m.content,
+                **tool_return_json(m.content, m.tool_name),
                 "status": m.tool_status or "success",
                 "tool_call_id": m.tool_call_id,
                 "name": m.tool_name,

@@ -15,8 +15,8 @@ from memory.embeddings import validate_handle
 from memory.models import AgentData, BlockSpec
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json, tool_json
-from voice_gateway.routes import rest_memory, rest_messages
+from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
+from voice_gateway.routes import rest_memory, rest_messages, rest_tools
 from voice_gateway.routes.http import parse_body, query_int
 from voice_gateway.routes.openapi import openapi_document
 
@@ -31,24 +31,7 @@ async def health(request: Request) -> JSONResponse:
 
 async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
     gw = request.app.state.gw
-    custom = {t.name: t for t in await gw.memory.tools.page(agent.user_id, limit=10_000)}
-    tools = []
-    for name in agent.tool_names:
-        builtin = REGISTRY.get(name)
-        if builtin is not None:
-            tools.append(tool_json(builtin))
-        elif name in custom:
-            t = custom[name]
-            tools.append(
-                {
-                    "id": t.id,
-                    "name": t.name,
-                    "description": t.description,
-                    "json_schema": t.json_schema,
-                    "tool_type": "custom",
-                    "tags": t.tags,
-                }
-            )
+    tools = await rest_tools.agent_tools_json(request, agent)
     return agent_json(agent, tools, gw.settings.context_token_budget)
 
 
@@ -178,6 +161,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
         *rest_messages.routes(),
         *rest_memory.routes(),
+        *rest_tools.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]
     return table

@@ -1,25 +1,21 @@
-"""Core memory blocks (with history), archival memory, and tools."""
+"""Core memory blocks (with history) and archival memory (tools: rest_tools.py)."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from agents.tools import REGISTRY
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import (
     BlockUpdate,
     PassageIn,
-    ToolIn,
     block_json,
     iso,
     passage_json,
     search_result_json,
-    tool_json,
 )
 from voice_gateway.routes.http import paginate, parse_body, query_bool, query_int
 
@@ -141,68 +137,6 @@ async def delete_passage(request: Request) -> JSONResponse:
     return JSONResponse({"detail": "deleted"})
 
 
-async def list_tools(request: Request) -> JSONResponse:
-    """Built-in tools (with their voice_safe flag) and the tools you registered."""
-    gw = request.app.state.gw
-    p = await gw.auth.principal(request)
-    out = [tool_json(t) for t in REGISTRY.all()]
-    for t in await gw.memory.tools.page(p.user_id, limit=10_000):
-        out.append(
-            {
-                **t.model_dump(exclude={"user_id"}),
-                "created_at": iso(t.created_at),
-                "tool_type": "custom",
-                "metadata_": {"voice_safe": False, "builtin": False},
-            }
-        )
-    return JSONResponse(paginate(request, out))
-
-
-async def _save_tool(request: Request, create_only: bool) -> JSONResponse:
-    gw = request.app.state.gw
-    p = await gw.auth.principal(request)
-    body = await parse_body(request, ToolIn)
-    schema = body.json_schema or {}
-    name = schema.get("name")
-    if not name and body.source_code:
-        m = re.search(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(", body.source_code, re.M)
-        name = m.group(1) if m else None
-    if not name or not re.fullmatch(r"[A-Za-z_]\w{0,63}", str(name)):
-        raise ApiError(
-            422, "a tool needs a name: json_schema.name or a `def name(...)` in source_code"
-        )
-    if REGISTRY.get(str(name)):
-        raise ApiError(409, f"'{name}' is a built-in tool")
-    schema.setdefault("name", name)
-    schema.setdefault("description", body.description or "")
-    tool, created = await gw.memory.tools.upsert(
-        p.user_id,
-        str(name),
-        create_only=create_only,
-        description=body.description or schema.get("description"),
-        json_schema=schema,
-        source_code=body.source_code,
-        source_type=body.source_type,
-        tags=body.tags,
-    )
-    data = {
-        **tool.model_dump(exclude={"user_id"}),
-        "created_at": iso(tool.created_at),
-        "tool_type": "custom",
-    }
-    return JSONResponse(data, status_code=201 if created else 200)
-
-
-async def create_tool(request: Request) -> JSONResponse:
-    """Register a custom tool (stored and listed; see docs: not executed server-side)."""
-    return await _save_tool(request, create_only=True)
-
-
-async def upsert_tool(request: Request) -> JSONResponse:
-    """Create or replace a custom tool by name."""
-    return await _save_tool(request, create_only=False)
-
-
 def routes() -> list[BaseRoute]:
     a = "/v1/agents/{agent_id}"
     return [
@@ -217,10 +151,4 @@ def routes() -> list[BaseRoute]:
         Route(f"{a}/archival-memory/", create_passage, methods=["POST"]),
         Route(f"{a}/archival-memory/search", search_passages, methods=["GET"]),
         Route(f"{a}/archival-memory/{{passage_id}}", delete_passage, methods=["DELETE"]),
-        Route("/v1/tools", list_tools, methods=["GET"]),
-        Route("/v1/tools/", list_tools, methods=["GET"]),
-        Route("/v1/tools", create_tool, methods=["POST"]),
-        Route("/v1/tools/", create_tool, methods=["POST"]),
-        Route("/v1/tools", upsert_tool, methods=["PUT"]),
-        Route("/v1/tools/", upsert_tool, methods=["PUT"]),
     ]

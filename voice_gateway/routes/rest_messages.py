@@ -21,7 +21,7 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages
+from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages, tool_return_json
 from voice_gateway.routes.http import parse_body, query_int
 
 
@@ -152,7 +152,7 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
                     "id": ev.message_id,
                     "date": now,
                     "message_type": "tool_return_message",
-                    "tool_return": ev.result,
+                    **tool_return_json(ev.result, ev.name),
                     "status": "success" if ev.ok else "error",
                     "tool_call_id": ev.call_id,
                     "name": ev.name,
