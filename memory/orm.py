@@ -216,3 +216,28 @@ class SleeptimeState(Base):
     last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     runs: Mapped[int] = mapped_column(Integer, default=0)
     lag_ms_last: Mapped[float | None] = mapped_column(Float)
+
+
+class UserLimits(Base):
+    """Per-user overrides of the rate limits and quotas (NULL: the server default)."""
+
+    __tablename__ = "user_limits"
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    rps: Mapped[float | None] = mapped_column(Float)
+    burst: Mapped[int | None] = mapped_column(Integer)
+    max_calls: Mapped[int | None] = mapped_column(Integer)
+    call_minutes: Mapped[float | None] = mapped_column(Float)  # per UTC day
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CallUsage(Base):
+    """Seconds of voice calls per quota identity ("user:<id>", "admin", "anon:<ip>") and UTC
+    day; every gateway instance adds to the same row."""
+
+    __tablename__ = "call_usage"
+    identity: Mapped[str] = mapped_column(String(200), primary_key=True)
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD (UTC)
+    seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

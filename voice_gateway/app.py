@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
@@ -22,10 +23,13 @@ from agents.loop import AgentLoop, LoopConfig
 from agents.memory_events import MemoryEvents
 from agents.tools.sandbox import SandboxConfig
 from memory.service import Memory
+from memory.usage import UsageStore
 from voice_gateway.auth import Auth
 from voice_gateway.errors import EXCEPTION_HANDLERS
-from voice_gateway.limits import BodyLimit
+from voice_gateway.limits import Admission, BodyLimit
 from voice_gateway.metrics import Metrics
+from voice_gateway.origins import OriginGuard, OriginPolicy
+from voice_gateway.quotas import Quotas
 from voice_gateway.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,6 +51,7 @@ class Gateway:
     memory_events: MemoryEvents
     voice: VoiceServices | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    quotas: Quotas | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def default_model(self) -> str:
@@ -105,6 +110,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     bus = gw.extras["bus"] = await start_bus(gw)
     if bus.redis is not None:  # turns of one agent never interleave across instances
         loop.locks = RedisLocks(bus.redis)
+    gw.quotas = Quotas(settings, UsageStore(memory.db), gw.metrics, bus.redis)
     return gw
 
 
@@ -131,6 +137,19 @@ def routes(settings: Settings) -> list[BaseRoute]:
     return out
 
 
+def middleware(settings: Settings) -> list[Middleware]:
+    """Outermost first: browser Origin check (403 / close 4403), CORS headers for allowed
+    origins (so browsers can read 401s and 429s too), key and request rate (401, 429), body
+    size (413)."""
+    origins = OriginPolicy(settings)
+    return [
+        Middleware(OriginGuard, policy=origins),
+        Middleware(CORSMiddleware, **origins.cors_options()),
+        Middleware(Admission),
+        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+    ]
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
 
@@ -149,7 +168,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     return Starlette(
         routes=routes(settings),
-        middleware=[Middleware(BodyLimit, max_bytes=settings.max_body_bytes)],
+        middleware=middleware(settings),
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

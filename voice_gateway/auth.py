@@ -20,13 +20,24 @@ from voice_gateway.errors import ApiError
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling. `user_id` set: sees only that user's agents. None: sees all."""
+    """Who is calling. `user_id` set: sees only that user's agents. None: sees all.
+    `identity` names the caller for rate limits and quotas: "user:<id>", "admin" (the admin
+    key) or "anon:<ip>" (open loopback mode, no key)."""
 
     user_id: str | None = None
+    identity: str = "admin"
 
     @property
     def scoped(self) -> bool:
         return self.user_id is not None
+
+
+def client_ip(conn: HTTPConnection) -> str:
+    return conn.client.host if conn.client is not None else "-"
+
+
+def anonymous(ip: str) -> Principal:
+    return Principal(None, f"anon:{ip}")
 
 
 class Auth:
@@ -40,20 +51,20 @@ class Auth:
         seed = secret or (f"vg-session:{api_key}" if api_key else secrets.token_hex(32))
         self._secret = hashlib.sha256(seed.encode()).digest()
 
-    async def check_key(self, key: str | None) -> Principal:
+    async def check_key(self, key: str | None, client_ip: str = "-") -> Principal:
         """Resolve a bearer key. Without VG_API_KEY, no key means open (loopback) access."""
         if key:
             if self.api_key and hmac.compare_digest(key, self.api_key):
                 return Principal()
             user_id = await self.users.by_key(key)
             if user_id:
-                return Principal(user_id)
+                return Principal(user_id, f"user:{user_id}")
             if self.api_key:
                 raise ApiError(401, "invalid API key")
-            return Principal()  # open (loopback) mode: any other key is anonymous
+            return anonymous(client_ip)  # open (loopback) mode: any other key is anonymous
         if self.api_key:
             raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'")
-        return Principal()
+        return anonymous(client_ip)
 
     async def principal(self, conn: HTTPConnection) -> Principal:
         cached = conn.scope.get("vg.principal")
@@ -63,7 +74,7 @@ class Auth:
         scheme, _, key = header.partition(" ")
         if header and scheme.lower() != "bearer":
             raise ApiError(401, "Authorization must be 'Bearer <key>'")
-        principal = await self.check_key(key.strip() or None)
+        principal = await self.check_key(key.strip() or None, client_ip(conn))
         conn.scope["vg.principal"] = principal
         return principal
 
@@ -74,7 +85,8 @@ class Auth:
 
     def issue_token(self, agent_id: str, principal: Principal) -> tuple[str, int]:
         exp = int(time.time()) + self.token_ttl_s
-        body = json.dumps({"a": agent_id, "u": principal.user_id, "e": exp}, separators=(",", ":"))
+        claims = {"a": agent_id, "u": principal.user_id, "q": principal.identity, "e": exp}
+        body = json.dumps(claims, separators=(",", ":"))
         payload = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
         return f"{payload}.{self._sign(payload)}", exp
 
@@ -90,7 +102,8 @@ class Auth:
             raise ApiError(401, "session token is for another agent")
         if int(data.get("e", 0)) < time.time():
             raise ApiError(401, "session token expired")
-        return Principal(data.get("u"))
+        user_id = data.get("u")
+        return Principal(user_id, data.get("q") or (f"user:{user_id}" if user_id else "admin"))
 
     def _sign(self, payload: str) -> str:
         mac = hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()

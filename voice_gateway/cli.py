@@ -56,16 +56,36 @@ async def _migrate(settings: Settings) -> int:
 
 
 async def _users(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.service import Memory
+    from dataclasses import asdict
 
+    from memory.service import Memory
+    from memory.usage import LimitOverrides, UsageStore
+
+    overrides = LimitOverrides(args.rps, args.burst, args.max_calls, args.call_minutes)
     memory = await Memory.open(settings.database_url)
     try:
-        user_id, key = await memory.users.create(args.name)
+        if args.users_cmd == "create":
+            user_id, key = await memory.users.create(args.name)
+            out: dict[str, object] = {"user_id": user_id, "api_key": key}
+        else:
+            user_id, out = args.user_id, {"user_id": args.user_id}
+        if overrides != LimitOverrides() or args.users_cmd == "limits":
+            stored = await UsageStore(memory.db).set_limits(user_id, overrides)
+            out["limits"] = asdict(stored)
     finally:
         await memory.close()
-    print(json.dumps({"user_id": user_id, "api_key": key}))
-    print("store the key now: it is kept only as a hash", file=sys.stderr)
+    print(json.dumps(out))
+    if args.users_cmd == "create":
+        print("store the key now: it is kept only as a hash", file=sys.stderr)
     return 0
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    """Per-user overrides of the VG_ rate limit and quota defaults (0: no limit)."""
+    p.add_argument("--rps", type=float, help="REST requests per second")
+    p.add_argument("--burst", type=int, help="REST burst size (default: 2 s worth of --rps)")
+    p.add_argument("--max-calls", type=int, help="concurrent voice/phone calls")
+    p.add_argument("--call-minutes", type=float, help="call minutes per UTC day")
 
 
 async def _agents(args: argparse.Namespace, settings: Settings) -> int:
@@ -142,6 +162,10 @@ def parser() -> argparse.ArgumentParser:
     usub = u.add_subparsers(dest="users_cmd", required=True)
     uc = usub.add_parser("create", help="create a user and print its API key once")
     uc.add_argument("name")
+    _limit_options(uc)
+    ul = usub.add_parser("limits", help="set (or, without options, show) a user's limits")
+    ul.add_argument("user_id")
+    _limit_options(ul)
     a = sub.add_parser("agents", help="list or create agents")
     asub = a.add_subparsers(dest="agents_cmd", required=True)
     asub.add_parser("list")
@@ -163,7 +187,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = Settings()
-    setup_logging(settings.log_level, settings.log_format)
+    setup_logging(settings.log_level, settings.log_format, settings.secrets())
     if args.cmd == "serve":
         return _serve(args, settings)
     if args.cmd == "migrate":

@@ -1,11 +1,84 @@
-"""ASGI middleware: reject request bodies over the limit with 413 and a JSON detail."""
+"""ASGI middleware: callers without a valid key -> 401; over their request rate -> 429 with
+Retry-After (voice_gateway/quotas.py); request bodies over the limit -> 413. Each answers
+with a JSON detail."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from voice_gateway.auth import anonymous, client_ip
+from voice_gateway.errors import ApiError
+from voice_gateway.ratelimit import retry_after_header
+
+# Probes and scrapes are never rate limited (load balancers, Prometheus).
+NOT_LIMITED = frozenset({"/health", "/health/", "/ready", "/metrics", "/v1/health", "/v1/health/"})
+
+
+async def send_json(
+    send: Send, status: int, data: dict[str, Any], headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    body = json.dumps(data).encode()
+    start: list[Any] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
+def needs_key(path: str) -> bool:
+    """The API under /v1 needs a key (when VG_API_KEY is set) before any route code runs, so
+    a route that forgot its own auth call is still closed. Public: probes, the API
+    description, the static web client, and the Twilio webhook (X-Twilio-Signature)."""
+    return path.startswith("/v1/") and path != "/v1/telephony/twilio/voice"
+
+
+async def refuse_unauthenticated(send: Send, path: str, exc: ApiError) -> None:
+    if path.startswith("/v1/chat/"):  # the OpenAI-compatible endpoint keeps OpenAI's shape
+        error = {"message": exc.detail, "type": "invalid_request_error", "param": None}
+        await send_json(send, exc.status, {"error": {**error, "code": "invalid_api_key"}})
+    else:
+        await send_json(send, exc.status, {"detail": exc.detail})
+
+
+class Admission:
+    """Who may come in, and how often: the caller's key is checked first (401 on /v1 without
+    a valid key), then its request rate per identity (user key, admin key, or anonymous
+    client IP; GCRA in voice_gateway/ratelimit.py) -> 429 with Retry-After. A caller whose
+    key is refused is limited by its IP, so guessing keys is rate limited too. WebSockets
+    authenticate in their routes (the browser's token comes in the query string)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gw = getattr(scope["app"].state, "gw", None) if "app" in scope else None
+        if scope["type"] != "http" or scope["path"] in NOT_LIMITED or gw is None:
+            await self.app(scope, receive, send)
+            return
+        conn = HTTPConnection(scope)
+        refused: ApiError | None = None
+        try:
+            identity = (await gw.auth.principal(conn)).identity
+        except ApiError as exc:
+            refused, identity = exc, anonymous(client_ip(conn)).identity
+        wait, limits = await gw.quotas.check_request(identity)
+        if wait > 0:
+            retry = retry_after_header(wait)
+            detail = (
+                f"rate limit exceeded: at most {limits.rps:g} requests/s with bursts of "
+                f"{limits.burst}; retry in {retry} s"
+            )
+            await send_json(send, 429, {"detail": detail}, ((b"retry-after", retry.encode()),))
+        elif refused is not None and needs_key(scope["path"]):
+            await refuse_unauthenticated(send, scope["path"], refused)
+        else:
+            await self.app(scope, receive, send)
 
 
 class BodyTooLarge(Exception):
@@ -50,10 +123,4 @@ class BodyLimit:
                 await self._reject(send)
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body over {self.max_bytes} bytes"}).encode()
-        headers: list[Any] = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 413, {"detail": f"request body over {self.max_bytes} bytes"})

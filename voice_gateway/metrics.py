@@ -76,6 +76,12 @@ class Metrics:
         self.published = Gauge(
             "vg_outbox_published", "Turns this process moved to the bus", registry=r
         )
+        self.rate_limited = Counter(
+            "vg_rate_limited_total",
+            "Requests and calls refused by rate limits and quotas",
+            ["kind"],
+            registry=r,
+        )  # kind: rest (429) | calls (concurrent calls, 4429) | minutes (call minutes, 4429)
 
     def observe_turn(self, source: str, m: dict[str, Any]) -> None:
         """A voice turn finished: its `turn.metrics` event fields (milliseconds or None)."""

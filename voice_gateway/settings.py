@@ -91,6 +91,27 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_000_000
     shutdown_grace_s: float = 10.0
 
+    # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
+    rate_limit_rps: float = Field(100.0, ge=0)  # REST requests/s; 0: off
+    rate_limit_burst: int | None = Field(None, ge=1)  # unset: two seconds' worth
+    max_concurrent_calls: int = Field(1000, ge=0)  # browser + phone calls; 0: no limit
+    call_minutes_per_day: float = Field(0.0, ge=0)  # per UTC day; 0: no limit
+    call_lease_s: float = Field(30.0, gt=0)  # Redis call-slot lease (refreshed every 1/3)
+    quota_flush_s: float = Field(10.0, gt=0)  # call seconds are added up this often
+    # Browser origins allowed on the sockets and REST ("*": any); unset: own + loopback
+    allowed_origins: str | None = None
+
+    def secrets(self) -> list[str]:
+        """Configured secrets, for the log redaction filter."""
+        values = (
+            self.api_key,
+            self.session_secret,
+            self.openai_api_key,
+            self.deepgram_api_key,
+            self.twilio_auth_token,
+        )
+        return [v for v in values if v]
+
     @cached_property
     def data_dir(self) -> Path:
         return Path("./data")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,8 @@ class VoiceSession:
         self.turn_count = 0
         self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
         self._buf = b""
+        # extra per-call tasks run in the call's task group (the route's quota watcher)
+        self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
     async def send(self, type_: str, **fields: Any) -> None:
         await self.transport.send_event({"type": type_, **fields})
@@ -101,6 +104,7 @@ class VoiceSession:
                     tg.create_task(self._process_turns()),
                     tg.create_task(self._watch_memory()),
                     tg.create_task(self._watch_idle()),
+                    *(tg.create_task(watch()) for watch in self.watchers),
                 ]
                 if self.agent.greeting:
                     await self.turns.put(await self._greeting())

@@ -23,6 +23,8 @@ from voice_gateway.pipeline.transport import (
     CLOSE_UNAUTHORIZED,
 )
 from voice_gateway.protocol.twilio import TwilioTransport
+from voice_gateway.quotas import CLOSE_QUOTA, QuotaExceeded
+from voice_gateway.routes.voice_ws import quota_ender, run_call
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
@@ -102,13 +104,19 @@ async def media_socket(ws: WebSocket) -> None:
     if gw.voice is None:
         await transport.close(CLOSE_INTERNAL, "voice services are not available")
         return
-    session = VoiceSession(gw, gw.voice, transport, agent)
-    calls = gw.extras.setdefault("calls", set())
-    calls.add(session)
+    # a phone call counts against the agent's owner (no API key comes with it)
+    identity = f"user:{agent.user_id}" if agent.user_id else "admin"
     try:
-        await session.run(info)
+        guard = await gw.quotas.open_call(identity)
+    except QuotaExceeded as exc:
+        log.warning("twilio call %s of %s refused: %s", transport.call_sid, identity, exc.detail)
+        await transport.close(CLOSE_QUOTA, exc.detail[:120])
+        return
+    session = VoiceSession(gw, gw.voice, transport, agent)
+    session.watchers.append(lambda: guard.watch(quota_ender(transport)))
+    try:
+        await run_call(gw, session, guard, info)
     finally:
-        calls.discard(session)
         if transport.dropped:
             log.info("twilio stream %s: dropped frames %s", transport.stream_sid, transport.dropped)
         await transport.close(CLOSE_NORMAL, "call ended")  # no-op if already closed

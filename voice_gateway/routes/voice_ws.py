@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -13,8 +15,15 @@ from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.errors import ApiError
 from voice_gateway.pipeline.session import VoiceSession
-from voice_gateway.pipeline.transport import CLOSE_NOT_FOUND, CLOSE_RESTART, CLOSE_UNAUTHORIZED
+from voice_gateway.pipeline.transport import (
+    CLOSE_NOT_FOUND,
+    CLOSE_RESTART,
+    CLOSE_UNAUTHORIZED,
+    StartInfo,
+    Transport,
+)
 from voice_gateway.protocol.browser_transport import BrowserTransport
+from voice_gateway.quotas import CLOSE_QUOTA, CallGuard, QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,7 @@ async def voice_socket(ws: WebSocket) -> None:
             agent_id, user_id=principal.user_id, scoped=principal.scoped
         )
     except ApiError as exc:
+        log.warning("voice socket for agent %s refused: %s", agent_id[:80], exc.detail)
         await ws.close(CLOSE_UNAUTHORIZED, exc.detail[:120])
         return
     except NotFound:
@@ -61,13 +71,42 @@ async def voice_socket(ws: WebSocket) -> None:
     if voice is None:
         await ws.close(1011, "voice services are not available")
         return
-    session = VoiceSession(gw, voice, BrowserTransport(ws, agent_id), agent)
+    try:
+        guard = await gw.quotas.open_call(principal.identity)
+    except QuotaExceeded as exc:
+        log.warning("voice call of %s refused: %s", principal.identity, exc.detail)
+        await ws.close(CLOSE_QUOTA, exc.detail[:120])
+        return
+    transport = BrowserTransport(ws, agent_id)
+    session = VoiceSession(gw, voice, transport, agent)
+    session.watchers.append(lambda: guard.watch(quota_ender(transport)))
+    await run_call(gw, session, guard)
+
+
+def quota_ender(transport: Transport) -> Callable[[], Awaitable[None]]:
+    """How a call ends when its identity's call minutes run out: a fatal `error` event
+    (`quota_exceeded`), then close 4429."""
+
+    async def end() -> None:
+        await transport.error(
+            "quota_exceeded", "the call minutes for today are used up", fatal=True
+        )
+        await transport.close(CLOSE_QUOTA, "call minutes used up")
+
+    return end
+
+
+async def run_call(
+    gw: Any, session: VoiceSession, guard: CallGuard, info: StartInfo | None = None
+) -> None:
+    """Run an admitted call; its minutes are counted and its slot freed however it ends."""
     calls = gw.extras.setdefault("calls", set())
     calls.add(session)
     try:
-        await session.run()
+        await session.run(info)
     finally:
         calls.discard(session)
+        await guard.close()
 
 
 def routes() -> list[BaseRoute]:
