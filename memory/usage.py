@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import select
 
 from memory.db import Database
-from memory.orm import CallUsage, UserLimits, utcnow
+from memory.models import NotFound
+from memory.orm import CallUsage, User, UserLimits, utcnow
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class UsageStore:
     async def set_limits(self, user_id: str, limits: LimitOverrides) -> LimitOverrides:
         """Store a user's overrides; fields left None keep their stored value."""
         async with self.db.write() as s:
+            if await s.get(User, user_id) is None:
+                raise NotFound("user", user_id)
             row = await s.get(UserLimits, user_id)
             if row is None:
                 row = UserLimits(user_id=user_id)

@@ -58,6 +58,7 @@ async def _migrate(settings: Settings) -> int:
 async def _users(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import asdict
 
+    from memory.models import NotFound
     from memory.service import Memory
     from memory.usage import LimitOverrides, UsageStore
 
@@ -72,6 +73,9 @@ async def _users(args: argparse.Namespace, settings: Settings) -> int:
         if overrides != LimitOverrides() or args.users_cmd == "limits":
             stored = await UsageStore(memory.db).set_limits(user_id, overrides)
             out["limits"] = asdict(stored)
+    except NotFound as exc:
+        print(exc, file=sys.stderr)
+        return 2
     finally:
         await memory.close()
     print(json.dumps(out))

@@ -110,7 +110,20 @@ def metric(url: str, name: str, **labels: str) -> float:
 def test_rest_burst_gets_429_then_recovers(tmp_path: Path) -> None:
     db = sqlite(tmp_path)
     _, key = create_user(db, "steady")
-    _, slow_key = create_user(db, "slow", "--rps", "0.2", "--burst", "1")
+    slow_id, slow_key = create_user(db, "slow", "--rps", "0.2")
+    out = subprocess.run(  # set later: `users limits USER_ID ...`
+        vg_command("users", "limits", slow_id, "--burst", "1"),
+        env=base_env(VG_DATABASE_URL=db),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["limits"] == {
+        "rps": 0.2,
+        "burst": 1,
+        "max_calls": None,
+        "call_minutes": None,
+    }
     with running_gateway(db, rate_limit_rps=1, rate_limit_burst=3) as srv:
         with httpx.Client(base_url=srv.url) as http:
             codes = [http.get("/v1/agents/").status_code for _ in range(10)]
