@@ -19,8 +19,8 @@ Isolation layers (the names appear in SandboxResult.layers and `isolation_layers
 - in the child (agents/tools/sandbox_child.py, agents/tools/sandbox_jail.py): "rlimits"
   (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE=0, RLIMIT_NPROC=0),
   "netns", "mountns", "minimal-root", "nobody" (or "userns" + "no-caps" when not root),
-  "no-new-privs" and "audit-hook", each where the OS allows; what could not be applied is
-  logged once (SandboxResult.notes says why).
+  "no-new-privs", "dies-with-server" and "audit-hook", each where the OS allows; what could
+  not be applied is logged once (SandboxResult.notes says why).
 Errors (timeout, CPU or memory limit, an exception in the tool with the traceback of the tool's
 own code, a non-JSON return value, an oversized return value) come back as ok=False with a
 clear message; the server process is never at risk. At most max_concurrent calls run at once.

@@ -16,6 +16,8 @@ Layers, each applied where the OS allows and reported by name:
 - "userns" + "no-caps": when not root, an unprivileged user namespace makes the mounts possible;
   afterwards every capability is dropped (capset), so the chroot cannot be undone.
 - "no-new-privs": prctl(PR_SET_NO_NEW_PRIVS): set-uid programs grant nothing.
+- "dies-with-server": prctl(PR_SET_PDEATHSIG, SIGKILL) (set after the uid change, which clears
+  it): if the server process dies, the tool process is killed instead of lingering.
 If a namespace cannot be created (EPERM), the call still runs with the remaining layers.
 """
 
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 KEEP_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048 | 4096  # + noatime/nodiratime/relatime
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 CAP_VERSION_3 = 0x20080522
 NOBODY = 65534
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/localtime")
@@ -72,6 +75,7 @@ def world_readable(path: str) -> bool:
 class Jail:
     def __init__(self, scratch: str) -> None:
         self.scratch = scratch
+        self.parent = os.getppid()
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.layers: list[str] = []
         self.notes: list[str] = []
@@ -105,6 +109,10 @@ class Jail:
             self._drop_caps()
         self._check(self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
         self.layers.append("no-new-privs")
+        self._check(self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+        if os.getppid() != self.parent:  # the server died before the signal was armed
+            os._exit(1)
+        self.layers.append("dies-with-server")
 
     def _unshare(self, root: bool) -> bool:
         flags = CLONE_NEWNS | CLONE_NEWNET | (0 if root else CLONE_NEWUSER)

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -242,6 +243,52 @@ async def test_oversized_output_and_user_tracebacks() -> None:
     assert 'File "<tool f>", line 2, in g' in exc.error
     assert exc.error.endswith("ZeroDivisionError: division by zero")
     assert "sandbox_child" not in exc.error
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, state) of the live processes whose parent is `pid`."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append((int(stat.parent.name), fields[0]))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie nobody reaped yet is dead
+
+
+def test_a_killed_server_leaves_no_tool_process_behind(tmp_path: Path) -> None:
+    server = tmp_path / "server.py"
+    server.write_text(
+        f"import asyncio, sys\nsys.path.insert(0, {str(REPO)!r})\n"
+        "from agents.tools.sandbox import Sandbox, SandboxConfig\n"
+        "src = 'import time\\ndef f():\\n    time.sleep(100)\\n'\n"
+        "asyncio.run(Sandbox(SandboxConfig(timeout_s=60)).run(src, 'f', {}))\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(server)], cwd=tmp_path)
+    try:
+        deadline, tools = time.monotonic() + 20, []
+        while not tools and time.monotonic() < deadline:
+            time.sleep(0.05)
+            tools = [p for p, _ in children(proc.pid)]
+        assert tools, "the sandbox child never started"
+        time.sleep(0.5)  # let it reach the tool's sleep
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in tools) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in tools), "the tool outlived the server"
 
 
 DRIVER = """
