@@ -160,5 +160,7 @@ class CallGuard:
         if self.closed:
             return
         self.closed = True
-        await self._flush()
-        await self.slot.release()
+        try:
+            await self._flush()
+        finally:  # even if cancelled mid-write: a slot must not leak
+            await self.slot.release()

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from memory.db import Database
+from memory.usage import UsageStore
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import running_gateway
 from tests.support.gateway_proc import GatewayProcess, base_env, vg_command
@@ -239,9 +241,9 @@ async def _minutes_run_out(srv: ServerThread, key: str) -> float:
 
 
 def test_call_minutes_run_out_mid_call_and_stay_used(
-    tmp_path: Path, fake_llm_server: tuple[FakeLLM, ServerThread], fake_llm: FakeLLM
+    db_url: str, fake_llm_server: tuple[FakeLLM, ServerThread], fake_llm: FakeLLM
 ) -> None:
-    db = sqlite(tmp_path)
+    db = db_url  # SQLite, and PostgreSQL when configured: the upsert differs per dialect
     user_id, key = create_user(db, "tiny", "--call-minutes", "0.05")  # 3 seconds a day
     _, other = create_user(db, "other")
     with voice_gateway(db, fake_llm_server, quota_flush_s=1.0) as srv:
@@ -251,17 +253,20 @@ def test_call_minutes_run_out_mid_call_and_stay_used(
         # another user still calls
         agent_id = new_agent(srv.url, other)
         assert asyncio.run(call_starts(voice_url(srv, agent_id), other))
-    import sqlite3
-
-    row = sqlite3.connect(db.split("///")[1]).execute(
-        "select seconds from call_usage where identity = ?", (f"user:{user_id}",)
-    )
-    assert row.fetchone()[0] >= 3.0
+    assert asyncio.run(call_seconds(db, f"user:{user_id}")) >= 3.0
     # a restart forgets nothing: the day's minutes live in the database
     with voice_gateway(db, fake_llm_server) as srv:
         agent_id = new_agent(srv.url, key)
         code, _ = asyncio.run(refused(voice_url(srv, agent_id), key))
         assert code == 4429
+
+
+async def call_seconds(database_url: str, identity: str) -> float:
+    db = Database(database_url)
+    try:
+        return await UsageStore(db).call_seconds(identity)
+    finally:
+        await db.close()
 
 
 # ---- shared through Redis ----
