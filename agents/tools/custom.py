@@ -88,7 +88,7 @@ def annotation_schema(node: ast.expr, where: str) -> dict[str, Any]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "str" forward refs
         try:
             return annotation_schema(ast.parse(node.value, mode="eval").body, where)
-        except SyntaxError as exc:
+        except (SyntaxError, ValueError, RecursionError) as exc:
             raise SourceError(f"{where}: cannot parse annotation {node.value!r}") from exc
     if isinstance(node, ast.BinOp):
         return _union(_bitor(node), where)
@@ -187,6 +187,8 @@ def parse_source(
         raise SourceError(
             f"source_code has a syntax error at line {exc.lineno}: {exc.msg}"
         ) from exc
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
+        raise SourceError(f"source_code cannot be parsed: {type(exc).__name__}: {exc}") from exc
     given = dict(json_schema or {})
     wanted = given.get("name")
     if wanted is not None and not isinstance(wanted, str):

@@ -9,8 +9,9 @@ result. Never pickle: a result that is not JSON-serializable is a tool error.
 Isolation layers (the names appear in SandboxResult.layers and `isolation_layers()`):
 - "python-isolated": `python -I` (no PYTHON* variables, no user site, no script/cwd on sys.path)
   and -B (no bytecode written).
-- "clean-env": the child's environment is PATH, LANG, HOME and TMPDIR only (HOME and TMPDIR
-  are the scratch directory): none of the server's variables or secrets.
+- "clean-env": the child's environment is PATH, LANG, HOME and TMPDIR (HOME and TMPDIR are the
+  scratch directory) and *_NUM_THREADS=1 (a tool is single-threaded: RLIMIT_NPROC=0 forbids new
+  threads and processes): none of the server's variables or secrets.
 - "scratch-dir": cwd is a fresh directory (mkdtemp), chowned to nobody when the server is root,
   removed after the call.
 - "process-group": a new session/process group; on timeout or cancellation the whole group is
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 CHILD = str(Path(__file__).with_name("sandbox_child.py"))
 PARENT_LAYERS = ["python-isolated", "clean-env", "scratch-dir", "process-group", "timeout"]
 NOBODY = 65534
+# RLIMIT_NPROC=0 also forbids threads: numerical libraries must not start thread pools
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _seen: dict[str, list[str]] = {}
 
 
@@ -137,7 +140,7 @@ class Sandbox:
     async def _spawn(self, scratch: str, request: dict[str, Any]) -> SandboxResult:
         c, loop = self.config, asyncio.get_running_loop()
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": scratch,
-               "TMPDIR": scratch}  # fmt: skip
+               "TMPDIR": scratch, **ONE_THREAD}  # fmt: skip
         r, w = os.pipe()
         t0 = time.perf_counter()
         try:

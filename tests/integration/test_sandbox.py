@@ -26,7 +26,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from agents.tools.sandbox import PARENT_LAYERS, Sandbox, SandboxConfig, SandboxResult
+from agents.tools.sandbox import ONE_THREAD, PARENT_LAYERS, Sandbox, SandboxConfig, SandboxResult
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
 from tests.support.servers import ServerThread
 
@@ -100,6 +100,19 @@ async def test_prints_and_returns_a_dict() -> None:
     assert {"rlimits", "audit-hook"} <= set(res.layers)
 
 
+async def test_numpy_works_and_tools_are_single_threaded() -> None:
+    src = (
+        "import threading\nimport numpy as np\n"
+        "def f() -> list:\n"
+        "    total = float(np.arange(1000, dtype=np.float64).sum())\n"
+        "    try:\n        threading.Thread(target=print).start()\n"
+        "    except RuntimeError as exc:\n        return [total, str(exc)]\n"
+        "    return [total, 'a thread started']\n"
+    )
+    res = await run(src)
+    assert res.ok and res.value == [499500.0, "can't start new thread"], (res.error, res.stderr)
+
+
 async def test_results_and_arguments_travel_as_json() -> None:
     src = (
         "class Point:\n"  # picklable, not JSON: pickle would have carried it
@@ -123,7 +136,7 @@ async def test_server_environment_is_out_of_reach(
     monkeypatch.setenv(SECRET_NAME, secret)
     res = await run(ENV_TOOL, {"pid": os.getpid()}, audit_hook=audit_hook)
     assert res.ok, res.error
-    assert set(res.value["env"]) == {"PATH", "LANG", "HOME", "TMPDIR"}
+    assert set(res.value["env"]) == {"PATH", "LANG", "HOME", "TMPDIR", *ONE_THREAD}
     assert "proc" not in res.value and "proc_error" in res.value
     assert secret not in json.dumps(res.value) + res.stdout + res.stderr
 
