@@ -13,7 +13,7 @@ Isolation layers (the names appear in SandboxResult.layers and `isolation_layers
   scratch directory) and *_NUM_THREADS=1 (a tool is single-threaded: RLIMIT_NPROC=0 forbids new
   threads and processes): none of the server's variables or secrets.
 - "scratch-dir": cwd is a fresh directory (mkdtemp), chowned to nobody when the server is root,
-  removed after the call.
+  removed after the call (or, if the server was killed mid-call, when the next one starts).
 - "process-group": a new session/process group; on timeout or cancellation the whole group is
   killed with SIGKILL.
 - "timeout": a wall-clock limit (asyncio) of timeout_s.
@@ -100,6 +100,28 @@ def _text(data: bytes, total: int) -> str:
     return text + f"\n[... {total - len(data)} more bytes dropped]" if total > len(data) else text
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def sweep_stale(base: str | None = None) -> int:
+    """Remove scratch directories left behind by servers that died mid-call (named
+    vg-tool-<server pid>-...); returns how many."""
+    removed = 0
+    for path in Path(base or tempfile.gettempdir()).glob("vg-tool-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -111,6 +133,7 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self._slots = asyncio.Semaphore(self.config.max_concurrent)
+        sweep_stale()
 
     async def probe(self) -> list[str]:
         """Run a trivial tool once and return the isolation layers this machine allows."""
@@ -119,7 +142,7 @@ class Sandbox:
 
     async def run(self, source: str, name: str, args: dict[str, Any]) -> SandboxResult:
         async with self._slots:
-            scratch = tempfile.mkdtemp(prefix="vg-tool-")
+            scratch = tempfile.mkdtemp(prefix=f"vg-tool-{os.getpid()}-")
             try:
                 if os.geteuid() == 0:
                     os.chown(scratch, NOBODY, NOBODY)

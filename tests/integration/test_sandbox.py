@@ -302,6 +302,10 @@ def test_a_killed_server_leaves_no_tool_process_behind(tmp_path: Path) -> None:
     while any(alive(p) for p in tools) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(p) for p in tools), "the tool outlived the server"
+    left = list(Path(tempfile.gettempdir()).glob(f"vg-tool-{proc.pid}-*"))
+    assert left, "the killed server could not remove its scratch directory"
+    Sandbox()  # a starting server sweeps what dead servers left behind
+    assert not any(p.exists() for p in left)
 
 
 DRIVER = """
