@@ -67,6 +67,12 @@ def parse_client_event(
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError("invalid_json", f"text frame is not valid JSON: {exc.msg}") from exc
+    # found by tests/fuzz: JSON that is valid but that Python will not load, nested beyond the
+    # recursion limit ("[[[[...") or with a number of over 4300 digits
+    except RecursionError as exc:
+        raise ProtocolError("invalid_json", "text frame is JSON nested too deeply") from exc
+    except ValueError as exc:
+        raise ProtocolError("invalid_json", f"text frame has an unreadable value: {exc}") from exc
     if not isinstance(data, dict) or "type" not in data:
         raise ProtocolError("invalid_event", "a text frame must be a JSON object with a 'type'")
     if data["type"] not in KNOWN_TYPES:

@@ -11,6 +11,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 import time
 from typing import Any
 
@@ -35,6 +36,14 @@ CLOSE_UNSUPPORTED = 1003  # mediaFormat other than audio/x-mulaw 8000 mono
 PHONE_RATE = 8000
 DTMF_GAP_S = 1.2  # digits pressed within this gap form one note; '#' ends the entry at once
 LOG_EVERY = 500  # repeated bad frames are logged once, then every LOG_EVERY-th time
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(value: object) -> str:
+    """A string from Twilio's JSON, safe to store and log: JSON may carry lone surrogates
+    (\\ud800), which no UTF-8 database or log accepts; they become U+FFFD."""
+    s = str(value)
+    return s if s.isascii() else _SURROGATES.sub("\ufffd", s)
 
 
 def dtmf_note(digits: str) -> str:
@@ -87,7 +96,9 @@ class TwilioTransport(Transport):
                 continue
             try:
                 data = json.loads(text)
-            except json.JSONDecodeError:
+            # ValueError covers JSONDecodeError and, found by tests/fuzz, numbers of over 4300
+            # digits; RecursionError: nested too deeply
+            except (ValueError, RecursionError):
                 self._drop("json", "ignoring a frame that is not JSON")
                 continue
             if isinstance(data, dict) and isinstance(data.get("event"), str):
@@ -112,8 +123,8 @@ class TwilioTransport(Transport):
             return await self._started(start if isinstance(start, dict) else {})
 
     async def _started(self, start: dict[str, Any]) -> StartInfo | None:
-        self.stream_sid = str(start.get("streamSid") or "")
-        self.call_sid = str(start.get("callSid") or "")
+        self.stream_sid = safe_text(start.get("streamSid") or "")
+        self.call_sid = safe_text(start.get("callSid") or "")
         fmt = start.get("mediaFormat")
         fmt = fmt if isinstance(fmt, dict) else {}
         rate, channels = str(fmt.get("sampleRate", "")), str(fmt.get("channels", 1))
@@ -123,7 +134,9 @@ class TwilioTransport(Transport):
             return None
         params = start.get("customParameters") or {}
         self.params = (
-            {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {}
+            {safe_text(k): safe_text(v) for k, v in params.items()}
+            if isinstance(params, dict)
+            else {}
         )
         agent_id = self.params.get("agent_id")
         if not agent_id:
