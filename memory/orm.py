@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    func,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -180,6 +181,10 @@ class Tool(Base):
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     voice_safe: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+# one name per owner (server tools: user_id NULL); migration 0004
+Index("uq_tools_owner_name", func.coalesce(Tool.user_id, ""), Tool.name, unique=True)
 
 
 class Outbox(Base):

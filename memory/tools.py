@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
@@ -86,7 +87,19 @@ class ToolStore:
     async def upsert(
         self, user_id: str | None, name: str, *, create_only: bool = False, **fields: Any
     ) -> tuple[ToolData, bool]:
-        """Create, or update the tool of that name (PUT). Returns (tool, created)."""
+        """Create, or update the tool of that name (PUT). Returns (tool, created). A concurrent
+        create of the same name (the unique index of migration 0004) makes this one a clean
+        409 (create) or an update of the row that won (PUT)."""
+        try:
+            return await self._upsert(user_id, name, create_only, fields)
+        except IntegrityError as exc:
+            if create_only:
+                raise Conflict(f"a tool named '{name}' already exists") from exc
+            return await self._upsert(user_id, name, create_only, fields)
+
+    async def _upsert(
+        self, user_id: str | None, name: str, create_only: bool, fields: dict[str, Any]
+    ) -> tuple[ToolData, bool]:
         async with self.db.write() as s:
             row = await s.scalar(select(Tool).where(Tool.name == name, _owned(user_id)))
             created = row is None
@@ -103,6 +116,12 @@ class ToolStore:
 
     async def update(self, tool_id: str, **fields: Any) -> ToolData:
         """Change a tool; a new name is checked for clashes and carried into its agents."""
+        try:
+            return await self._update(tool_id, fields)
+        except IntegrityError as exc:  # renamed onto a name created concurrently
+            raise Conflict(f"a tool named '{fields.get('name')}' already exists") from exc
+
+    async def _update(self, tool_id: str, fields: dict[str, Any]) -> ToolData:
         async with self.db.write() as s:
             row = await s.get(Tool, tool_id)
             if row is None:
