@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +15,8 @@ from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageD
 from memory.tools import ToolData
 
 LOCAL_EMBED_DIM = 384
+# found by tests/fuzz/test_schemathesis.py: an unbounded int overflowed SQLite's INTEGER (a 500)
+MAX_CONTEXT_WINDOW = 10_000_000
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 
 
@@ -54,7 +56,7 @@ class AgentCreate(_Body):
     metadata: dict[str, Any] = Field(default_factory=dict)
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool = False
-    context_window_limit: int | None = Field(None, ge=500)
+    context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -75,11 +77,11 @@ class AgentUpdate(_Body):
     metadata: dict[str, Any] | None = None
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool | None = None
-    context_window_limit: int | None = Field(None, ge=500)
+    context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
 
 
 class MessageIn(_Body):
-    role: str = "user"
+    role: Literal["user", "system", "assistant"] = "user"  # Letta's MessageCreate roles
     content: str | list[dict[str, Any]] = ""
 
     def text(self) -> str:

@@ -22,6 +22,7 @@ from agents.voice import DEFAULT_FILLER, VOICE, pre_exec_from_partial
 from memory.models import NotFound
 from memory.orm import new_id
 from voice_gateway.errors import ApiError
+from voice_gateway.routes.http import load_json
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,11 @@ def last_user_text(messages: Any) -> str | None:
 async def chat_completions(request: Request) -> Response:
     gw = request.app.state.gw
     try:
-        body = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return oai_error(400, "request body is not valid JSON", "invalid_request_error")
+        body = load_json(await request.body())
+    except ApiError as exc:
+        return oai_error(
+            400, f"request body is not valid JSON ({exc.detail})", "invalid_request_error"
+        )
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         return oai_error(400, "'model' (an agent id) is required", "invalid_request_error")
     try:

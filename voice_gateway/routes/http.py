@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -13,12 +14,32 @@ from voice_gateway.errors import ApiError, validation_detail
 M = TypeVar("M", bound=BaseModel)
 
 
-async def parse_body(request: Request, model: type[M]) -> M:
-    raw = await request.body()
+# a \\uD800-\\uDFFF escape: a lone one decodes to a string no UTF-8 store or response can hold
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def load_json(raw: bytes) -> Any:
+    """A request's JSON (an empty body is {}), or ApiError 400. Found by the fuzz tests:
+    JSON nested beyond the recursion limit, numbers of over 4300 digits, and lone surrogate
+    escapes ("\\ud800") were 500s (the last crashed even the error response)."""
     try:
         data = json.loads(raw) if raw.strip() else {}
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"malformed JSON body: {exc}") from exc
+    except RecursionError as exc:
+        raise ApiError(400, "malformed JSON body: nested too deeply") from exc
+    except ValueError as exc:  # e.g. an integer of over 4300 digits
+        raise ApiError(400, f"malformed JSON body: {exc}") from exc
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(data, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise ApiError(400, "malformed JSON body: a lone surrogate escape (\\ud800)") from exc
+    return data
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    data = load_json(await request.body())
     if not isinstance(data, dict):
         raise ApiError(422, "the JSON body must be an object")
     try:

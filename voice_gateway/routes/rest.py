@@ -21,6 +21,7 @@ from voice_gateway.routes.http import parse_body, query_int
 from voice_gateway.routes.openapi import openapi_document
 
 DEFAULT_PERSONA = "I am a friendly, concise assistant with a long-term memory."
+CLEARABLE = {"description", "greeting", "context_window_limit"}  # PATCH may set these to null
 
 
 async def health(request: Request) -> JSONResponse:
@@ -125,7 +126,13 @@ async def update_agent(request: Request) -> JSONResponse:
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AgentUpdate)
     await _check_handles(request, body.model, body.embedding, body.tools, agent.user_id)
-    fields = body.model_dump(exclude_unset=True)
+    # null clears what may be empty; for the rest it means "unchanged" (a null name was a 500,
+    # found by tests/fuzz/test_schemathesis.py)
+    fields = {
+        k: v
+        for k, v in body.model_dump(exclude_unset=True).items()
+        if v is not None or k in CLEARABLE
+    }
     if "tools" in fields:
         fields["tool_names"] = fields.pop("tools")
     if "context_window_limit" in fields:

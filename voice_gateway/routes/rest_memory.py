@@ -47,10 +47,10 @@ async def update_block(request: Request) -> JSONResponse:
         if not if_match.isdigit():
             raise ApiError(422, "If-Match must be a block version number")
         expected = int(if_match)
-    fields = {
+    fields = {  # null clears the description; a null limit or read_only means "unchanged"
         k: v
         for k, v in body.model_dump(exclude_unset=True).items()
-        if k in ("limit", "description", "read_only")
+        if k in ("limit", "description", "read_only") and (v is not None or k == "description")
     }
     value = body.value
     block = await gw.memory.blocks.modify(
