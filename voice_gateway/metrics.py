@@ -76,6 +76,13 @@ class Metrics:
         self.published = Gauge(
             "vg_outbox_published", "Turns this process moved to the bus", registry=r
         )
+        self.provider_served = Gauge(
+            "vg_provider_served",
+            "With a fallback configured: work done per provider (stt: utterances, tts: "
+            "sentences, llm: model calls), primary and fallback",
+            ["kind", "provider"],
+            registry=r,
+        )
         self.rate_limited = Counter(
             "vg_rate_limited_total",
             "Requests and calls refused by rate limits and quotas",
@@ -113,6 +120,7 @@ class Metrics:
             by_source[source] = by_source.get(source, 0) + 1
         for source, n in by_source.items():
             self.active_calls.labels(source).set(n)
+        self._served(gw)
         try:
             depth, age = await gw.memory.outbox.backlog()
             self.outbox_depth.set(depth)
@@ -124,6 +132,17 @@ class Metrics:
             self.published.set(bus.publisher.published)
             await self._stream_lag(bus)
         return generate_latest(self.registry)
+
+    def _served(self, gw: Gateway) -> None:
+        """Which provider served, from the fallback wrappers (stt/tts/llm fallback.py)."""
+        kinds: dict[str, Any] = {"llm": gw.llms.served()}
+        if gw.voice is not None:
+            kinds.update(
+                stt=getattr(gw.voice.stt, "served", {}), tts=getattr(gw.voice.tts, "served", {})
+            )
+        for kind, counts in kinds.items():
+            for provider, n in counts.items():
+                self.provider_served.labels(kind, provider).set(n)
 
     async def _stream_lag(self, bus: Any) -> None:
         if bus.redis is None:

@@ -3,6 +3,8 @@ by a fallback model handle (VG_LLM_FALLBACK, see agents/llm/fallback.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from agents.llm.base import LLMChunk, LLMError, LLMProvider, LLMRequest, ToolCallDelta, Usage
 from agents.llm.fallback import FallbackLLM
 from agents.llm.scripted import ScriptedProvider
@@ -76,6 +78,13 @@ class LLMRegistry:
                     timeout_s=self.timeout_s,
                 )
         return self._providers[provider], model
+
+    def served(self) -> Counter[str]:
+        """Model calls answered per provider by the fallback wrappers (primary or fallback)."""
+        total: Counter[str] = Counter()
+        for wrapper in self._wrapped.values():
+            total.update(wrapper.served)
+        return total
 
     def warmup(self) -> None:
         """Import and build the OpenAI client now (~0.7 s) rather than on the first turn."""

@@ -155,6 +155,13 @@ async def test_fault_gives_apology_error_and_a_usable_session(
     assert c.close_code == 1000
 
 
+def _served(rig: Rig, kind: str, provider: str) -> float:
+    """vg_provider_served{kind, provider} from the live /metrics."""
+    prefix = f'vg_provider_served{{kind="{kind}",provider="{provider}"}} '
+    lines = rig.http.get("/metrics").text.splitlines()
+    return next((float(x[len(prefix) :]) for x in lines if x.startswith(prefix)), 0.0)
+
+
 async def test_stt_fallback_transcribes_and_cools_down(fallback_rig: Rig) -> None:
     rig = fallback_rig
     stt = rig.gw.voice.stt
@@ -178,6 +185,7 @@ async def test_stt_fallback_transcribes_and_cools_down(fallback_rig: Rig) -> Non
         await c.wait_for("response.done", count=3, timeout=30)
         assert rig.faults.calls["stt"] == asked  # the primary was not asked
         assert stt.served["whisper"] == 3 and not c.of_type("error")
+        assert _served(rig, "stt", "whisper") == 3 and _served(rig, "stt", "fault-stt") == 0
     finally:
         stt.cooldown_s, stt._skip_until = 0.0, 0.0
         await c.close()
@@ -194,6 +202,7 @@ async def test_tts_fallback_speaks_without_apology(fallback_rig: Rig) -> None:
         done = await c.wait_for("response.done", timeout=20)
         assert done["stop_reason"] == "end_turn" and not c.of_type("error")
         assert tts.served["espeak"] == 2  # both sentences, in the fallback voice
+        assert _served(rig, "tts", "espeak") == 2
         assert len(c.audio) > RATE  # over half a second of speech
         assert abs(_pitch(bytes(c.audio)) - tone_hz("It is sunny and warm.")) > 5
     finally:
@@ -216,3 +225,4 @@ async def test_llm_fallback_model_answers(fallback_rig: Rig, mode: Mode) -> None
         await c.close()
     provider, _ = rig.gw.llms.resolve("openai/fault")
     assert provider.served["scripted/demo"] >= 1
+    assert _served(rig, "llm", "scripted/demo") == provider.served["scripted/demo"]
