@@ -24,6 +24,20 @@ from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY
 CODES = {"stt": "stt_error", "tts": "tts_error", "llm": "llm_error"}
 FAST = {"llm_voice_timeout_s": 1.0, "stt_timeout_s": 1.0, "tts_timeout_s": 1.0}
 RATE = 16000
+# how often the failing provider was asked: a fast failure before output is retried once, a
+# failure after output or a time-out never (STT counts final-transcript requests: a failed
+# push fails the utterance before one is made)
+ASKS = {
+    ("stt", "start"): 0,
+    ("stt", "mid"): 0,
+    ("stt", "hang"): 1,
+    ("tts", "start"): 2,
+    ("tts", "mid"): 1,
+    ("tts", "hang"): 1,
+    ("llm", "start"): 2,
+    ("llm", "mid"): 1,
+    ("llm", "hang"): 1,
+}
 
 
 @dataclass
@@ -116,6 +130,7 @@ async def test_fault_gives_apology_error_and_a_usable_session(
     rig: Rig, kind: str, mode: Mode
 ) -> None:
     rig.faults.reset()
+    rig.faults.calls = dict.fromkeys(rig.faults.calls, 0)
     setattr(rig.faults, kind, mode)
     c = await rig.call()
     try:
@@ -133,6 +148,7 @@ async def test_fault_gives_apology_error_and_a_usable_session(
         )  # ... and it is the apology phrase, the last thing the caller heard
         if mode == "mid":
             _assert_output_before_failure(c, kind, err_at)
+        assert rig.faults.calls[kind] == ASKS[kind, mode], rig.faults.calls
         if kind == "llm":
             assert c.of_type("response.done")[-1]["stop_reason"] == "llm_api_error"
 
