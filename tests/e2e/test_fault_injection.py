@@ -171,6 +171,29 @@ async def test_fault_gives_apology_error_and_a_usable_session(
     assert c.close_code == 1000
 
 
+async def test_stt_that_cannot_open_leaves_the_call_usable(rig: Rig) -> None:
+    """A call whose STT stream cannot be opened still starts: each utterance gets the STT
+    apology and an stt_error, and typed turns work."""
+    rig.faults.reset()
+    rig.faults.stt = "open"
+    c = await rig.call()
+    try:
+        await _user_turn(c, "stt")
+        err = await c.wait_for("error", timeout=20)
+        assert err["code"] == "stt_error" and "refused the connection" in err["message"]
+        await c.wait_for("response.audio.done", timeout=20)
+        size = len(STT_APOLOGY) * 10 * RATE // 1000 * 2
+        assert _pitch(bytes(c.audio[-size + 1600 : -1600])) == pytest.approx(
+            tone_hz(STT_APOLOGY), abs=5
+        )
+        await _user_turn(c, "llm")
+        assert (await c.wait_for("response.done", timeout=20))["stop_reason"] == "end_turn"
+    finally:
+        rig.faults.reset()
+        await c.close()
+    assert c.close_code == 1000
+
+
 def _served(rig: Rig, kind: str, provider: str) -> float:
     """vg_provider_served{kind, provider} from the live /metrics."""
     prefix = f'vg_provider_served{{kind="{kind}",provider="{provider}"}} '

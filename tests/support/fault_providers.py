@@ -24,7 +24,7 @@ from voice_gateway.stt.base import PartialCallback, STTProvider, STTStream
 from voice_gateway.tts import register_tts
 from voice_gateway.tts.base import TTSProvider
 
-Mode = Literal["ok", "start", "mid", "hang"]
+Mode = Literal["ok", "start", "mid", "hang", "open"]  # open: the STT cannot open a stream
 HEARD = "what is the weather like today"
 REPLY = "It is sunny and warm. Enjoy your day."
 TTS_RATE = 16000
@@ -88,6 +88,8 @@ class FaultSTT(STTProvider):
         self.faults = faults
 
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
+        if self.faults.stt == "open":
+            raise ConnectionError("the STT vendor refused the connection")
         return FaultSTTStream(self.faults, on_partial)
 
 
