@@ -22,10 +22,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from voice_gateway.limits import send_json
+from voice_gateway.pipeline.transport import CLOSE_FORBIDDEN
 from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
-CLOSE_FORBIDDEN = 4403  # WebSocket close: Origin not allowed
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "[::1]", "::1"}
 LOOPBACK_ORIGINS = [
     f"{scheme}://{host}{port}"

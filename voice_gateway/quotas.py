@@ -25,7 +25,6 @@ from voice_gateway.ratelimit import LocalLimiter, RedisLimiter, RequestLimiter
 from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
-CLOSE_QUOTA = 4429  # WebSocket close: over concurrent calls or out of call minutes
 LIMITS_TTL_S = 30.0  # per-user overrides are re-read from the database this often
 
 

@@ -121,9 +121,7 @@ async def test_returning_caller_is_greeted_by_name(
         replies = await bp.vg(".replies")
         assert replies[-1] == greeting.replace("Hello!", "Hello Alice!", 1), replies
         await bp.wait("Object.values(vg.items).filter((i) => i.done).length >= 3")
-    greeted = [
-        m for m in bg.messages(agent_id) if m["message_type"] == "assistant_message"
-    ]
+    greeted = [m for m in bg.messages(agent_id) if m["message_type"] == "assistant_message"]
     assert [m["content"] for m in greeted][-1] == REPLY  # greetings are not stored as turns
 
 

@@ -166,3 +166,15 @@ async def test_stop_before_start_closes_1000(pg: PhoneGateway) -> None:
     await call.connected()
     await call.stop()
     assert await call.wait_closed() == 1000 and not call.received
+
+
+async def test_a_stream_never_started_closes_1001(pg: PhoneGateway) -> None:
+    settings = pg.server.app.state.gw.settings  # type: ignore[attr-defined]
+    settings.idle_timeout_s = 1.0
+    try:
+        call = await pg.call(pg.agent()).connect()
+        await call.connected()
+        assert await call.wait_closed(timeout=10) == 1001
+        assert call.close_reason == "no start message" and not call.received
+    finally:
+        settings.idle_timeout_s = 20.0

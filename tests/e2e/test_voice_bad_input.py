@@ -149,3 +149,22 @@ async def test_idle_socket_closes_1001(vg: VoiceGateway) -> None:
         assert await c.wait_closed(timeout=10) == 1001
     finally:
         vg.server.app.state.gw.voice.settings.idle_timeout_s = 20.0  # type: ignore[attr-defined]
+
+
+async def test_a_call_never_started_closes_1001(vg: VoiceGateway) -> None:
+    """A socket that connects and never sends session.start (silent, or only junk) does not
+    hold its place forever: it is closed like an idle call."""
+    settings = vg.server.app.state.gw.voice.settings  # type: ignore[attr-defined]
+    settings.idle_timeout_s = 1.0
+    try:
+        silent = await VoiceClient(vg.ws(vg.agent())).connect()
+        chatty = await VoiceClient(vg.ws(vg.agent())).connect()
+        for _ in range(4):
+            await chatty.send({"type": "input_text", "text": "hello?"})
+            await asyncio.sleep(0.3)
+        assert await silent.wait_closed(timeout=10) == 1001
+        assert silent.close_reason == "no start message"
+        assert await chatty.wait_closed(timeout=10) == 1001
+        assert {e["code"] for e in chatty.of_type("error")} == {"not_started"}
+    finally:
+        settings.idle_timeout_s = 20.0

@@ -88,7 +88,7 @@ class VoiceSession:
     async def run(self, info: StartInfo | None = None) -> None:
         """Run the call. `info`: the transport was already started by the caller (Twilio,
         whose start message names the agent)."""
-        info = info or await self.transport.start()
+        info = info or await self.transport.start_within(self.voice.settings.idle_timeout_s)
         if info is None:
             return
         call_id.set(self.session_id)

@@ -3,6 +3,7 @@ two serializers over one session; neither knows about VAD, STT, the agent or TTS
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,9 @@ CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_RESTART = 1012  # server shutting down
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_FORBIDDEN = 4403  # Origin not allowed
 CLOSE_NOT_FOUND = 4404
+CLOSE_QUOTA = 4429  # over concurrent calls or out of call minutes
 
 
 @dataclass(slots=True)
@@ -91,6 +94,16 @@ class Transport(ABC):
 
     @abstractmethod
     async def close(self, code: int, reason: str = "") -> None: ...
+
+    async def start_within(self, seconds: float) -> StartInfo | None:
+        """`start`, but a client that has not started the call after `seconds` (silent, or
+        sending only frames that do not start it) is closed 1001 like an idle call."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await self.start()
+        except TimeoutError:
+            await self.close(CLOSE_GOING_AWAY, "no start message")
+            return None
 
     async def error(self, code: str, message: str, *, fatal: bool = False) -> None:
         await self.send_event({"type": "error", "code": code, "message": message, "fatal": fatal})

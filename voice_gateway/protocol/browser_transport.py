@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from starlette.types import Message
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voice_gateway.pipeline.transport import (
     CLOSE_TOO_BIG,
@@ -18,7 +18,6 @@ from voice_gateway.pipeline.transport import (
     Played,
     StartInfo,
     TextIn,
-    Transport,
 )
 from voice_gateway.protocol.browser import (
     MAX_BINARY_FRAME,
@@ -30,11 +29,12 @@ from voice_gateway.protocol.browser import (
     SessionStart,
     parse_client_event,
 )
+from voice_gateway.protocol.socket import SocketTransport
 
 log = logging.getLogger(__name__)
 
 
-class BrowserTransport(Transport):
+class BrowserTransport(SocketTransport):
     source = "voice"
 
     def __init__(self, ws: WebSocket, agent_id: str) -> None:
@@ -140,13 +140,3 @@ class BrowserTransport(Transport):
 
     async def clear_audio(self) -> None:
         await self.send_event({"type": "audio.clear"})
-
-    async def close(self, code: int, reason: str = "") -> None:
-        if self.closed or self.ws.application_state == WebSocketState.DISCONNECTED:
-            self.closed = True
-            return
-        self.closed = True
-        try:
-            await self.ws.close(code, reason)
-        except (RuntimeError, OSError):
-            pass

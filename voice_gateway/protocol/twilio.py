@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import numpy as np
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voice_gateway.pipeline.audio import ulaw_decode, ulaw_encode
 from voice_gateway.pipeline.transport import (
@@ -27,8 +27,8 @@ from voice_gateway.pipeline.transport import (
     Played,
     StartInfo,
     TextIn,
-    Transport,
 )
+from voice_gateway.protocol.socket import SocketTransport
 
 log = logging.getLogger(__name__)
 CLOSE_POLICY = 1008  # start without an agent_id parameter
@@ -50,7 +50,7 @@ def dtmf_note(digits: str) -> str:
     return f"[The caller pressed {digits} on the keypad.]"
 
 
-class TwilioTransport(Transport):
+class TwilioTransport(SocketTransport):
     source = "phone"
 
     def __init__(self, ws: WebSocket) -> None:
@@ -247,13 +247,3 @@ class TwilioTransport(Transport):
         if self._last_item is not None:
             self._cleared.add(self._last_item)
         await self._send({"event": "clear", "streamSid": self.stream_sid})
-
-    async def close(self, code: int, reason: str = "") -> None:
-        if self.closed or self.ws.application_state == WebSocketState.DISCONNECTED:
-            self.closed = True
-            return
-        self.closed = True
-        try:
-            await self.ws.close(code, reason)
-        except (RuntimeError, OSError):
-            pass

@@ -19,11 +19,12 @@ from voice_gateway.pipeline.transport import (
     CLOSE_INTERNAL,
     CLOSE_NORMAL,
     CLOSE_NOT_FOUND,
+    CLOSE_QUOTA,
     CLOSE_RESTART,
     CLOSE_UNAUTHORIZED,
 )
 from voice_gateway.protocol.twilio import TwilioTransport
-from voice_gateway.quotas import CLOSE_QUOTA, QuotaExceeded
+from voice_gateway.quotas import QuotaExceeded
 from voice_gateway.routes.voice_ws import quota_ender, run_call
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ async def media_socket(ws: WebSocket) -> None:
         await ws.close(CLOSE_RESTART, "server is shutting down")
         return
     transport = TwilioTransport(ws)
-    info = await transport.start()
+    info = await transport.start_within(gw.settings.idle_timeout_s)
     if info is None:
         return
     if gw.settings.api_key or gw.settings.twilio_auth_token:

@@ -17,13 +17,14 @@ from voice_gateway.errors import ApiError
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
     CLOSE_NOT_FOUND,
+    CLOSE_QUOTA,
     CLOSE_RESTART,
     CLOSE_UNAUTHORIZED,
     StartInfo,
     Transport,
 )
 from voice_gateway.protocol.browser_transport import BrowserTransport
-from voice_gateway.quotas import CLOSE_QUOTA, CallGuard, QuotaExceeded
+from voice_gateway.quotas import CallGuard, QuotaExceeded
 
 log = logging.getLogger(__name__)
 
