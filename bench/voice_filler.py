@@ -45,8 +45,9 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
             done = len(c.of_type("response.done"))
             fillers = len(c.of_type("response.filler"))
             await c.send({"type": "input_text", "text": text})
-            await c.wait_for("response.done", timeout=60, count=done + 1)
-            metrics = c.of_type("turn.metrics")[-1]
+            ended = await c.wait_for("response.done", timeout=60, count=done + 1)
+            # turn.metrics follows response.done: wait for this turn's own
+            metrics = await c.wait_for("turn.metrics", turn_id=ended["turn_id"])
             if i < warmup:
                 continue
             if case == "text_tts_ttfb":

@@ -42,8 +42,9 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, object]:
     for i in range(warmup + turns):
         done = len(c.of_type("response.done"))
         await c.stream(clip, 16000)
-        await c.wait_for("response.done", timeout=30, count=done + 1)
-        metrics = c.of_type("turn.metrics")[-1]
+        ended = await c.wait_for("response.done", timeout=30, count=done + 1)
+        # turn.metrics follows response.done: wait for this turn's own
+        metrics = await c.wait_for("turn.metrics", turn_id=ended["turn_id"])
         stopped = c.of_type("speech.stopped")[-1]
         endpoint_frame = (stopped["at_ms"] + SILENCE_MS) // 20 - 1
         first = c.first_audio_after(c.sent_at[endpoint_frame])
