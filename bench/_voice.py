@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import random
 import threading
 import time
 from array import array
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -153,16 +155,52 @@ def _largest_containers(n: int = 5) -> list[tuple[int, str]]:
     return sorted(sizes)[-n:]
 
 
+def _objects_by_type() -> dict[str, int]:
+    """Live objects tracked by the garbage collector, by type (a leak shows as one growing)."""
+    import gc
+    from collections import Counter
+
+    gc.collect()  # count what is still referenced, not garbage waiting for a collection
+    counts = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+    return dict(counts)
+
+
+class Reservoir:
+    """A uniform random sample of at most `size` values out of all appended (algorithm R) in
+    a preallocated array: fixed memory however long the run (a soak must not measure its own
+    instrumentation growing), untracked by the garbage collector, percentiles unbiased."""
+
+    def __init__(self, size: int = 200_000, seed: int = 1) -> None:
+        self.size, self.n = size, 0
+        self._buf = array("d", bytes(8 * size))
+        self._random = random.Random(seed).random
+
+    def append(self, value: float) -> None:
+        n = self.n
+        if n < self.size:
+            self._buf[n] = value
+        else:
+            j = int(self._random() * (n + 1))
+            if j < self.size:
+                self._buf[j] = value
+        self.n = n + 1
+
+    def values(self) -> list[float]:
+        return list(self._buf[: min(self.n, self.size)])
+
+    def clear(self) -> None:
+        self.n = 0
+
+
 @dataclass
 class FrameStats:
     """Collected in the server process: per-frame handling time, loop lag, frames per call."""
 
-    # arrays, not lists: not tracked by the garbage collector, so they do not slow it down
-    frame_us: array[float] = field(default_factory=lambda: array("d"))
-    lag_ms: array[float] = field(default_factory=lambda: array("d"))
-    gc_ms: array[float] = field(default_factory=lambda: array("d"))
+    frame_us: Reservoir = field(default_factory=Reservoir)
+    lag_ms: Reservoir = field(default_factory=lambda: Reservoir(50_000))
+    gc_ms: Reservoir = field(default_factory=lambda: Reservoir(10_000))
     frames: dict[str, int] = field(default_factory=dict)
-    metrics: list[dict[str, Any]] = field(default_factory=list)
+    metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=5000))
     startup_objects: int = 0
     cpu_at_reset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # wall, process, main thread
     frames_at_reset: int = 0
@@ -170,7 +208,7 @@ class FrameStats:
     def snapshot(self) -> dict[str, Any]:
         import gc
 
-        us = list(self.frame_us)
+        us = self.frame_us.values()
         wall, proc, main = (b - a for a, b in zip(self.cpu_at_reset, _cpu(), strict=True))
         return {
             "cpu": {
@@ -183,18 +221,21 @@ class FrameStats:
             "gc": {
                 "tracked_objects": len(gc.get_objects()),
                 "largest": _largest_containers(),
+                "by_type": _objects_by_type(),
                 "frozen_at_startup": self.startup_objects,
                 "stats": gc.get_stats(),
             },
             "frame_handling": summary([u / 1000 for u in us]),
-            "loop_lag": summary(list(self.lag_ms)),
-            "gc_pauses": summary(list(self.gc_ms)),
+            "frames_timed": self.frame_us.n,
+            "loop_lag": summary(self.lag_ms.values()),
+            "gc_pauses": summary(self.gc_ms.values()),
             "frames": dict(self.frames),
             "turn_metrics": list(self.metrics),
         }
 
     def clear(self) -> None:
-        del self.frame_us[:], self.lag_ms[:], self.gc_ms[:]
+        for r in (self.frame_us, self.lag_ms, self.gc_ms):
+            r.clear()
         self.cpu_at_reset = _cpu()
         self.metrics.clear()
 

@@ -24,6 +24,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import random
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -231,6 +232,12 @@ def main() -> None:
         action="store_true",
         help="no per-frame timing in the server (CPU per frame only; frames not counted)",
     )
+    p.add_argument(
+        "--ws",
+        default="auto",
+        choices=["auto", "websockets", "websockets-sansio", "wsproto"],
+        help="uvicorn's WebSocket implementation in the gateway",
+    )
     args = p.parse_args()
     levels = [int(x) for x in args.levels.split(",") if x] or (
         [100, 300] if args.quick else [200, 300, 400, 500, 600, 700]
@@ -247,13 +254,14 @@ def main() -> None:
             idle_timeout_s=600.0,
             log_name="voice_concurrency_no_turns" if args.no_turns else "voice_concurrency",
             instrument_frames=not args.no_instrument,
+            ws_impl=args.ws,
         )
         try:
             agents = [gw.agent(name=f"caller-{i}") for i in range(max(levels))]
             for n in levels:
                 level = run_level(gw, agents, n, seconds, args.loaders, args.cycle)
                 out.append(level)
-                print(json.dumps({k: level[k] for k in ("calls", "passed")}), flush=True)
+                print(json.dumps({k: level[k] for k in ("calls", "passed")}), file=sys.stderr)
                 if not level["passed"] and n >= 400:
                     break  # the next levels would fail too
         finally:
@@ -266,6 +274,7 @@ def main() -> None:
             "seconds_per_level": seconds,
             "turn_cycle_s": args.cycle,
             "loader_processes": args.loaders,
+            "ws_impl": args.ws,
             "agent_turns": not args.no_turns,
             "max_calls_passing": best,
             "target": {"calls": 500, "met": best >= 500},
