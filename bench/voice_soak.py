@@ -19,7 +19,7 @@ Reported:
   window the API allows, 500 tokens (`--context-window`): their histories reach the steady
   state (summarized and evicted every ~10 turns) within the warm-up, and what still grows
   after it is a leak, not a cache filling. The timing instrumentation keeps a fixed-size
-  uniform sample (bench/_voice.py Reservoir), so it does not grow either.
+  uniform sample (bench/_frames.py Reservoir), so it does not grow either.
 - frame handling in the gateway (VoiceSession._audio per 20 ms frame) and the client-observed
   latency (voiced frame sent -> its `speech.started` received): p50/p99;
 - errors: `error` events, calls that closed with anything but 1000, calls that failed to
