@@ -74,10 +74,14 @@ class Database:
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
+            # WAL is set on the file by run_migrations (ensure_wal); only a database opened
+            # without migrating is switched here, if it is not in WAL mode yet
+            cur.execute("PRAGMA journal_mode")
+            if str(cur.fetchone()[0]).lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
             cur.close()
 
         @event.listens_for(sync_engine, "begin")
@@ -141,5 +145,20 @@ def run_migrations(url: str) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             command.upgrade(alembic_config(url), "head")
+            ensure_wal(path)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ensure_wal(path: str) -> None:
+    """Put the SQLite file in WAL mode (a property of the file, kept across connections).
+    Done once, before the pools open: switching needs the file to itself, and a connection
+    that tries it while another one writes fails at once with "database is locked"."""
+    import sqlite3
+
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
