@@ -17,6 +17,9 @@ pytestmark = browser_only
 
 UTTERANCE = "Hello, my name is Alice and I would like some green tea please."
 REPLY = "Nice to meet you, Alice. Green tea is coming right up."
+# whisper tiny.en hears this one well from espeak-ng (WER <= 0.33 over offsets, gains and noise);
+# "Stop, stop, that's enough." came out as "star star ..." or "never see her" too often
+BARGE_IN = "Wait, stop, I have a question."
 
 
 async def test_spoken_turn_in_the_browser(
@@ -131,7 +134,7 @@ async def test_barge_in_clears_playback(pw: Playwright, bg: VoiceGateway, tmp_pa
     agent_id = bg.agent(name="barge-in")
     # the second utterance comes while the long reply (~40 s of speech) is playing
     wav = mic_wav(
-        tmp_path / "mic.wav", 1000, "Tell me about tea.", 9000, "Stop, stop, that's enough.", 2500
+        tmp_path / "mic.wav", 1000, "Tell me about tea.", 9000, BARGE_IN, 2500
     )
     async with open_page(pw, f"{bg.server.url}/?aec=0&agent={agent_id}", wav) as bp:
         await bp.page.click("#connect")
@@ -153,8 +156,8 @@ async def test_barge_in_clears_playback(pw: Playwright, bg: VoiceGateway, tmp_pa
         # the second utterance becomes the next turn, and its reply plays in full
         await bp.wait("vg.replies.includes('Okay, I will stop.')")
         await bp.wait("Object.values(vg.items).filter((i) => i.done).length === 1")
-        # (whisper tiny hears espeak's "that's enough" poorly; the start is reliable)
-        assert normalize((await bp.vg(".transcripts"))[1])[:2] == ["stop", "stop"]
+        heard = (await bp.vg(".transcripts"))[1]
+        assert wer(BARGE_IN, heard) <= 0.5, heard
     stored = [m for m in bg.messages(agent_id) if m["message_type"] == "assistant_message"]
     assert stored[0]["truncated"] is True and LONG_REPLY.startswith(stored[0]["content"])
     assert len(stored[0]["content"]) < len(LONG_REPLY) / 2
