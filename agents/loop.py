@@ -271,10 +271,8 @@ class AgentLoop:
             return [MessageSaved(m) for m in messages]
         if not messages and event is None:
             return []
-        async with self.memory.db.write() as s:
-            await self.memory.messages.append(s, messages)
-            if event is not None:
-                self.memory.outbox.add(s, event)
+        also = [self.memory.outbox.insert(event)] if event is not None else []
+        await self.memory.messages.append(messages, also=also)
         if event is not None:
             run.published = True
             self.memory.outbox.added()

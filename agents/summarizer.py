@@ -51,9 +51,8 @@ class Summarizer:
         summary = MessageData(
             id=new_id("message"), agent_id=agent.id, role="user", kind="summary", content=text
         )
-        async with self.memory.db.write() as s:
-            await self.memory.messages.evict(s, agent.id, max(m.seq or 0 for m in old))
-            await self.memory.messages.append(s, [summary])
+        # the summary replaces the old messages in one transaction
+        await self.memory.messages.append([summary], evict_upto=max(m.seq or 0 for m in old))
         self.runs += 1
         log.info(
             "agent %s: summarized %d messages (%d tokens over budget)",

@@ -13,6 +13,7 @@ from memory.blocks import BlockStore
 from memory.db import Database
 from memory.models import AgentData, BlockData, BlockSpec, NotFound
 from memory.orm import Agent, Block, Conversation, User, new_id, utcnow
+from memory.raw import Codec, Row, Stmt
 
 AGENT_FIELDS = {
     "name",
@@ -27,6 +28,15 @@ AGENT_FIELDS = {
     "context_window",
     "metadata",
 }
+
+
+AGENTS = Codec(Agent.__table__)  # type: ignore[arg-type]
+BLOCKS = Codec(Block.__table__)  # type: ignore[arg-type]
+# the agent and its blocks in one statement: one snapshot, one thread hop / round trip
+_GET = (
+    f"SELECT {AGENTS.columns('a')}, {BLOCKS.columns('b', 'b_')} FROM agents a "
+    "LEFT JOIN blocks b ON b.agent_id = a.id WHERE a.id = ?"
+)
 
 
 def hash_key(key: str) -> str:
@@ -53,16 +63,10 @@ class AgentStore:
         self, agent_id: str, *, user_id: str | None = None, scoped: bool = False
     ) -> AgentData:
         """Return the agent with its blocks. With `scoped`, only if it belongs to `user_id`."""
-        async with self.db.read() as s:
-            row = await s.get(Agent, agent_id)
-            if row is None or (scoped and row.user_id != user_id):
-                raise NotFound("agent", agent_id)
-            blocks = await s.scalars(
-                select(Block)
-                .where(Block.agent_id == agent_id)
-                .order_by(Block.created_at, Block.label)
-            )
-            return _agent_data(row, [BlockData.model_validate(b) for b in blocks])
+        (rows,) = await self.db.batch([Stmt(_GET, (agent_id,), returns=True)])
+        if not rows or (scoped and rows[0]["user_id"] != user_id):
+            raise NotFound("agent", agent_id)
+        return _decode_agent(rows, self.db.is_sqlite)
 
     async def page(
         self,
@@ -167,6 +171,17 @@ class UserStore:
     async def by_key(self, key: str) -> str | None:
         async with self.db.read() as s:
             return await s.scalar(select(User.id).where(User.api_key_hash == hash_key(key)))
+
+
+def _decode_agent(rows: list[Row], sqlite: bool) -> AgentData:
+    """AgentData from the rows of `_GET`: one per block (block columns prefixed `b_`), blocks
+    in the order `page` gives them (created_at, label)."""
+    data = AGENTS.decode(rows[0], sqlite=sqlite)
+    data["metadata"] = data["metadata"] or {}
+    blocks = [BLOCKS.decode(r, sqlite=sqlite, prefix="b_") for r in rows if r["b_id"] is not None]
+    blocks.sort(key=lambda b: (b["created_at"], b["label"]))
+    data["blocks"] = [BlockData.model_validate(b) for b in blocks]
+    return AgentData.model_validate(data)
 
 
 def _agent_data(row: Agent, blocks: list[BlockData]) -> AgentData:

@@ -1,16 +1,18 @@
-"""Engine and sessions. SQLite: WAL + BEGIN IMMEDIATE for writes; PostgreSQL: asyncpg."""
+"""Engine and sessions. SQLite: WAL + BEGIN IMMEDIATE for writes; PostgreSQL: asyncpg.
+The agent loop's hot path (the agent read, each step's write) skips the ORM: `Database.batch`
+runs raw statements on the driver (memory.raw)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -18,16 +20,12 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from memory.raw import PgPool, Row, SqliteRunner, Stmt, configure_sqlite, run_to_end
+
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _WRITE = "vg_write"
-AFTER_COMMIT = "vg_after_commit"  # session.info key: callbacks to run once the write committed
-
-
-def after_commit(session: AsyncSession, callback: Any) -> None:
-    """Run `callback()` after the surrounding `Database.write()` transaction commits."""
-    session.info.setdefault(AFTER_COMMIT, []).append(callback)
 
 
 def normalize_url(url: str) -> str:
@@ -49,8 +47,12 @@ class Database:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         kwargs: dict[str, Any] = {"echo": echo}
+        self._sqlite: SqliteRunner | None = None
+        self._pg: PgPool | None = None
         if self.is_sqlite:
-            self._ensure_sqlite_dir()
+            path = sqlite_path(self.url)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._sqlite = SqliteRunner(path)
             kwargs["connect_args"] = {"timeout": 30}
             kwargs["pool_reset_on_return"] = None  # sessions end their own transactions
         else:
@@ -58,14 +60,12 @@ class Database:
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.is_sqlite:
             self._install_sqlite_hooks()
+        else:
+            dsn = self.engine.url.set(drivername="postgresql")
+            self._pg = PgPool(dsn.render_as_string(hide_password=False), pool_size)
         self._write_engine = self.engine.execution_options(**{_WRITE: True})
         self._reader = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = async_sessionmaker(self._write_engine, expire_on_commit=False)
-
-    def _ensure_sqlite_dir(self) -> None:
-        path = self.url.split("///", 1)[-1].split("?", 1)[0]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     def _install_sqlite_hooks(self) -> None:
         sync_engine = self.engine.sync_engine
@@ -73,16 +73,7 @@ class Database:
         @event.listens_for(sync_engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            # WAL is set on the file by run_migrations (ensure_wal); only a database opened
-            # without migrating is switched here, if it is not in WAL mode yet
-            cur.execute("PRAGMA journal_mode")
-            if str(cur.fetchone()[0]).lower() != "wal":
-                cur.execute("PRAGMA journal_mode=WAL")
-            cur.close()
+            configure_sqlite(dbapi_conn)
 
         @event.listens_for(sync_engine, "begin")
         def _on_begin(conn: Connection) -> None:
@@ -97,11 +88,22 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
         """A transaction that holds the write lock from its start (SQLite) and commits on exit."""
-        async with self._writer() as session:
-            async with session.begin():
-                yield session
-            for callback in session.info.pop(AFTER_COMMIT, []):
-                callback()
+        async with self._writer() as session, session.begin():
+            yield session
+
+    async def batch(self, stmts: Sequence[Stmt], *, write: bool = False) -> list[list[Row]]:
+        """Run `stmts` as one transaction straight on the driver: one thread hop on SQLite
+        (BEGIN IMMEDIATE when `write`), one round trip on PostgreSQL. The statements must not
+        depend on each other's effects (see memory.raw). Returns each statement's rows (empty
+        unless `returns`). A cancelled caller waits for the transaction to end first."""
+        if not stmts:
+            return []
+        if self._sqlite is not None:
+            fut = asyncio.wrap_future(self._sqlite.submit(stmts, write))
+        else:
+            assert self._pg is not None
+            fut = asyncio.ensure_future(self._pg.batch(stmts))
+        return await run_to_end(fut)
 
     async def ping(self) -> bool:
         try:
@@ -117,7 +119,23 @@ class Database:
         await asyncio.to_thread(run_migrations, self.url)
 
     async def close(self) -> None:
+        if self._sqlite is not None:
+            await self._sqlite.close()
+        if self._pg is not None:
+            await self._pg.close()
         await self.engine.dispose()
+
+
+def sqlite_path(url: str) -> str:
+    """The database file of a SQLite URL. An in-memory database is refused: the engine, the
+    raw workers and the migrations each open their own connections, so each would see a
+    different empty database."""
+    u = make_url(url)
+    if not u.database or u.database == ":memory:" or "mode" in u.query or "uri" in u.query:
+        raise ValueError(
+            f"SQLite needs a database file, not {url!r}: e.g. sqlite+aiosqlite:///./data/vg.db"
+        )
+    return u.database
 
 
 def alembic_config(url: str) -> Any:

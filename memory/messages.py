@@ -3,24 +3,40 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import func, or_, select
 
-from memory.db import Database, after_commit
+from memory.db import Database
 from memory.models import MessageData, NotFound
 from memory.orm import Agent, Message, utcnow
+from memory.raw import Stmt
+
+# every column but seq (the database assigns it); the stored values are what the ORM would store
+_INSERT_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "seq"]
+_INSERT = "INSERT INTO messages (" + ", ".join(f'"{n}"' for n in _INSERT_COLUMNS) + ") VALUES "
+_ROW = "(" + ", ".join("?" * len(_INSERT_COLUMNS)) + ")"
+_BUMP = (  # updated_at is left as it is
+    "UPDATE agents SET messages_version = messages_version + 1 WHERE id = ? "
+    "RETURNING id, messages_version"
+)
+_EVICT = "UPDATE messages SET in_context = ? WHERE agent_id = ? AND seq <= ? AND in_context = ?"
+_TRUNCATE = (
+    "UPDATE messages SET produced = COALESCE(produced, content), content = ?, truncated = ? "
+    "WHERE id = ?"
+)
 
 
-def to_row(m: MessageData) -> Message:
-    data = m.model_dump(exclude={"seq"})
-    data["tool_calls"] = [tc.model_dump() for tc in m.tool_calls]
-    if data["created_at"] is None:
-        data["created_at"] = utcnow()
-    return Message(**data)
+def insert_stmt(messages: Sequence[MessageData]) -> Stmt:
+    """One multi-row INSERT; its rows (id, seq) say which seq each message got."""
+    params: list[Any] = []
+    for m in messages:
+        data = m.model_dump(exclude={"seq"})
+        params += [data[c] for c in _INSERT_COLUMNS]
+    sql = _INSERT + ", ".join([_ROW] * len(messages)) + " RETURNING id, seq"
+    return Stmt(sql, params, returns=True)
 
 
 class ContextCache:
@@ -60,47 +76,64 @@ class ContextCache:
         self._windows.pop(agent_id, None)
 
 
-async def bump_version(session: AsyncSession, agent_id: str) -> int:
-    """Increment `agents.messages_version` in the caller's transaction; returns the new value
-    (-1 when the agent does not exist). `updated_at` is left as it is."""
-    new = await session.scalar(
-        update(Agent)
-        .where(Agent.id == agent_id)
-        .values(messages_version=Agent.messages_version + 1, updated_at=Agent.updated_at)
-        .returning(Agent.messages_version)
-    )
-    return -1 if new is None else int(new)
-
-
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.cache = ContextCache()
 
-    async def append(self, session: AsyncSession, messages: Sequence[MessageData]) -> list[int]:
-        """Insert inside the caller's transaction; returns the assigned seqs."""
-        rows = [to_row(m) for m in messages]
-        session.add_all(rows)
-        await session.flush()
-        for m, r in zip(messages, rows, strict=True):
-            m.seq, m.created_at = r.seq, r.created_at
-        for agent_id in dict.fromkeys(m.agent_id for m in messages):
-            new = await bump_version(session, agent_id)
-            mine = [m.model_copy() for m in messages if m.agent_id == agent_id and m.in_context]
-            after_commit(
-                session,
-                lambda a=agent_id, n=new, ms=mine: self.cache.appended(a, n - 1, n, ms),
+    async def append(
+        self,
+        messages: Sequence[MessageData],
+        *,
+        also: Sequence[Stmt] = (),
+        evict_upto: int | None = None,
+    ) -> None:
+        """Store `messages` (setting their seq and created_at) and bump each agent's
+        messages_version, in one transaction with the statements `also` (e.g. the turn's outbox
+        row). With `evict_upto`, the agents' messages up to that seq leave the context window
+        (they stay in recall) in the same transaction: a summary replaces them."""
+        agents = list(dict.fromkeys(m.agent_id for m in messages))
+        for m in messages:
+            m.created_at = m.created_at or utcnow()
+        evict = (
+            [Stmt(_EVICT, (False, a, evict_upto, True)) for a in agents]
+            if evict_upto is not None
+            else []
+        )
+        stmts = [*also, *evict]
+        if messages:
+            stmts.append(insert_stmt(messages))
+            stmts += [Stmt(_BUMP, (a,), returns=True) for a in agents]
+        results = await self.db.batch(stmts, write=True)
+        if not messages:
+            return
+        inserted = len(also) + len(evict)
+        seqs = {r["id"]: int(r["seq"]) for r in results[inserted]}
+        for m in messages:
+            m.seq = seqs[m.id]
+        for rows in results[inserted + 1 :]:
+            for r in rows:  # the committed version; the cache may extend its window in place
+                agent_id, new = r["id"], int(r["messages_version"])
+                if evict:
+                    self.cache.drop(agent_id)
+                    continue
+                mine = [m.model_copy() for m in messages if m.agent_id == agent_id and m.in_context]
+                self.cache.appended(agent_id, new - 1, new, mine)
+
+    async def truncate(self, heard: Mapping[str, str], *, also: Sequence[Stmt] = ()) -> None:
+        """Cut assistant messages to what the caller heard (message id -> text; the full text
+        is kept in `produced`), in one transaction with the statements `also`."""
+        stmts = [Stmt(_TRUNCATE, (text, True, message_id)) for message_id, text in heard.items()]
+        if heard:
+            marks = ", ".join("?" * len(heard))
+            bump = (
+                "UPDATE agents SET messages_version = messages_version + 1 WHERE id IN "
+                f"(SELECT agent_id FROM messages WHERE id IN ({marks})) RETURNING id"
             )
-        return [r.seq for r in rows]
-
-    async def changed(self, session: AsyncSession, agent_id: str) -> None:
-        """Messages of `agent_id` were updated in this transaction (not appended)."""
-        await bump_version(session, agent_id)
-        after_commit(session, lambda: self.cache.drop(agent_id))
-
-    async def add(self, messages: Sequence[MessageData]) -> None:
-        async with self.db.write() as s:
-            await self.append(s, messages)
+            stmts.append(Stmt(bump, list(heard), returns=True))
+        results = await self.db.batch([*stmts, *also], write=True)
+        for row in results[len(heard)] if heard else []:
+            self.cache.drop(row["id"])
 
     async def get(self, message_id: str) -> MessageData:
         async with self.db.read() as s:
@@ -126,18 +159,6 @@ class MessageStore:
         if version is not None:
             self.cache.put(agent_id, version, [m.model_copy() for m in out])
         return out
-
-    async def evict(self, session: AsyncSession, agent_id: str, upto_seq: int) -> int:
-        """Take messages up to `upto_seq` out of the context window (they stay in recall)."""
-        res = await session.execute(
-            update(Message)
-            .where(
-                Message.agent_id == agent_id, Message.seq <= upto_seq, Message.in_context.is_(True)
-            )
-            .values(in_context=False)
-        )
-        await self.changed(session, agent_id)
-        return int(res.rowcount)  # type: ignore[attr-defined]
 
     async def page(
         self,
@@ -199,32 +220,6 @@ class MessageStore:
             q = q.where(or_(Message.content != "", Message.role == "user"))
             rows = await s.scalars(q.order_by(Message.seq.desc()).limit(limit))
             return [MessageData.model_validate(r) for r in rows]
-
-    async def update(self, message_id: str, **values: Any) -> None:
-        async with self.db.write() as s:
-            agent_id = await s.scalar(
-                update(Message)
-                .where(Message.id == message_id)
-                .values(**values)
-                .returning(Message.agent_id)
-            )
-            if agent_id is not None:
-                await self.changed(s, agent_id)
-
-    async def truncate(self, session: AsyncSession, message_id: str, heard: str) -> None:
-        """Cut an assistant message to what the caller heard (the full text is kept)."""
-        agent_id = await session.scalar(
-            update(Message)
-            .where(Message.id == message_id)
-            .values(
-                produced=func.coalesce(Message.produced, Message.content),
-                content=heard,
-                truncated=True,
-            )
-            .returning(Message.agent_id)
-        )
-        if agent_id is not None:
-            await self.changed(session, agent_id)
 
     async def count(self, agent_id: str) -> int:
         async with self.db.read() as s:

@@ -6,11 +6,15 @@ from collections.abc import Callable
 from datetime import UTC, timedelta
 
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
 from memory.models import TranscriptEvent
 from memory.orm import Outbox, ProcessedEvent, utcnow
+from memory.raw import Stmt
+
+_INSERT = (
+    "INSERT INTO outbox (event_id, agent_id, payload, created_at, attempts) VALUES (?, ?, ?, ?, ?)"
+)
 
 
 class OutboxStore:
@@ -24,14 +28,11 @@ class OutboxStore:
             self.on_added()
 
     @staticmethod
-    def add(session: AsyncSession, event: TranscriptEvent) -> None:
-        session.add(
-            Outbox(
-                event_id=event.event_id,
-                agent_id=event.agent_id,
-                payload=event.model_dump(mode="json"),
-            )
-        )
+    def insert(event: TranscriptEvent) -> Stmt:
+        """The row to add in the transaction that stores the turn (`Database.batch`); call
+        `added()` once it committed."""
+        payload = event.model_dump(mode="json")
+        return Stmt(_INSERT, (event.event_id, event.agent_id, payload, utcnow(), 0))
 
     async def pending(self, limit: int = 500) -> list[tuple[int, TranscriptEvent]]:
         async with self.db.read() as s:

@@ -60,11 +60,8 @@ class Memory:
     ) -> None:
         """Cut assistant messages to what the caller heard and queue the turn's transcript
         event, in one transaction."""
-        async with self.db.write() as s:
-            for message_id, heard in (truncations or {}).items():
-                await self.messages.truncate(s, message_id, heard)
-            if event is not None:
-                self.outbox.add(s, event)
+        also = [self.outbox.insert(event)] if event is not None else []
+        await self.messages.truncate(truncations or {}, also=also)
         if event is not None:
             self.outbox.added()
 
