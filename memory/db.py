@@ -56,13 +56,15 @@ class Database:
             kwargs["connect_args"] = {"timeout": 30}
             kwargs["pool_reset_on_return"] = None  # sessions end their own transactions
         else:
-            kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+            # 2 * pool_size connections at most, as before the hot path had its own pool: the
+            # ORM's pool_size + half as overflow, the hot path's asyncpg pool the other half
+            hot = max(1, pool_size // 2)
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size - hot, pool_pre_ping=True)
+            dsn = make_url(self.url).set(drivername="postgresql")
+            self._pg = PgPool(dsn.render_as_string(hide_password=False), hot)
         self.engine: AsyncEngine = create_async_engine(self.url, **kwargs)
         if self.is_sqlite:
             self._install_sqlite_hooks()
-        else:
-            dsn = self.engine.url.set(drivername="postgresql")
-            self._pg = PgPool(dsn.render_as_string(hide_password=False), pool_size)
         self._write_engine = self.engine.execution_options(**{_WRITE: True})
         self._reader = async_sessionmaker(self.engine, expire_on_commit=False)
         self._writer = async_sessionmaker(self._write_engine, expire_on_commit=False)

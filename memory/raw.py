@@ -168,11 +168,12 @@ class SqliteRunner:
             out: list[list[Row]] = []
             for s in stmts:
                 cur = conn.execute(s.sql, [_bind(v, True) for v in s.params])
-                rows: list[Row] = []
-                if s.returns:
-                    names = [d[0] for d in cur.description]
-                    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-                out.append(rows)
+                if not s.returns:
+                    cur.close()  # an unread statement would keep its read snapshot open
+                    out.append([])
+                    continue
+                names = [d[0] for d in cur.description]
+                out.append([dict(zip(names, r, strict=True)) for r in cur.fetchall()])
             if tx:
                 conn.execute("COMMIT")
             return out
