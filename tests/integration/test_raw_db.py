@@ -241,6 +241,24 @@ async def test_concurrent_writers_lose_no_update(db_url: str) -> None:
         await b.close()
 
 
+async def test_new_worker_connections_wait_for_the_write_lock(sqlite_url: str) -> None:
+    first = await Memory.open(sqlite_url)  # migrates: the file is put in WAL mode once
+    agent = await make_agent(first)
+    await first.close()
+    raw = sqlite3.connect(sqlite_path(sqlite_url), isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")  # another process holds the write lock for a while
+    second = await Memory.open(sqlite_url, migrate=False)  # its workers open new connections
+    try:
+        release = asyncio.get_running_loop().call_later(0.5, raw.execute, "COMMIT")
+        assert (await second.agents.get(agent.id)).id == agent.id  # a read does not wait (WAL)
+        await second.messages.append([user_msg(agent.id)])  # a write waits, then succeeds
+        release.cancel()
+        assert (await second.agents.get(agent.id)).messages_version == 1
+    finally:
+        await second.close()
+        raw.close()
+
+
 def test_an_in_memory_sqlite_database_is_refused() -> None:
     for url in ("sqlite+aiosqlite:///:memory:", "sqlite://", "sqlite:///file:x?mode=memory"):
         with pytest.raises(ValueError, match="database file"):
