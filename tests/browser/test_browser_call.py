@@ -133,9 +133,7 @@ async def test_barge_in_clears_playback(pw: Playwright, bg: VoiceGateway, tmp_pa
     bg.llm.responder = lambda body: Reply(text="Okay, I will stop.")
     agent_id = bg.agent(name="barge-in")
     # the second utterance comes while the long reply (~40 s of speech) is playing
-    wav = mic_wav(
-        tmp_path / "mic.wav", 1000, "Tell me about tea.", 9000, BARGE_IN, 2500
-    )
+    wav = mic_wav(tmp_path / "mic.wav", 1000, "Tell me about tea.", 9000, BARGE_IN, 2500)
     async with open_page(pw, f"{bg.server.url}/?aec=0&agent={agent_id}", wav) as bp:
         await bp.page.click("#connect")
         await bp.wait("vg.cancelled.length === 1 && vg.clears.length >= 1")
