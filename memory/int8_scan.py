@@ -113,7 +113,24 @@ class Int8Codes:
         self._norm = np.zeros(0, dtype=np.float32)
 
     def append(self, vectors: np.ndarray) -> None:
-        """Quantize finite float32 `vectors` into the next rows."""
+        """Quantize finite float32 `vectors` into the next rows, a few thousand at a time
+        (small temporaries: fresh memory for 100k-row ones costs more than the arithmetic)."""
+        end = self._n + len(vectors)
+        if end > len(self._scale):
+            cap = max(end, 2 * len(self._scale))
+            for name in ("_scale", "_code_sum", "_err", "_norm"):
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros(cap - len(old), old.dtype)]))
+        done = 0
+        while self._n < end:
+            index, col = divmod(self._n, BLOCK)
+            take = min(end - self._n, BLOCK - col, 4096)
+            block = self._block(index, col + take)
+            self._quantize(vectors[done : done + take], block[:, col : col + take])
+            done += take
+            self._n += take
+
+    def _quantize(self, vectors: np.ndarray, out: np.ndarray) -> None:
         v = np.asarray(vectors, dtype=np.float32)
         amax = np.abs(v).max(axis=1)
         safe = (amax >= SAFE_MIN) & (amax <= SAFE_MAX)
@@ -123,25 +140,12 @@ class Int8Codes:
         deq = codes * scale[:, None]
         norm = np.linalg.norm(deq, axis=1)
         err = np.where(safe, np.linalg.norm(v - deq, axis=1), np.inf)
-        start, end = self._n, self._n + len(v)
-        if end > len(self._scale):
-            cap = max(end, 2 * len(self._scale))
-            for name in ("_scale", "_code_sum", "_err", "_norm"):
-                old = getattr(self, name)
-                setattr(self, name, np.concatenate([old, np.zeros(cap - len(old), old.dtype)]))
-        self._scale[start:end] = scale
-        self._code_sum[start:end] = codes.sum(axis=1)
-        self._err[start:end] = err + MARGIN * (norm + err)
-        self._norm[start:end] = norm
-        codes8 = codes.astype(np.int8)
-        row = start
-        while row < end:
-            index, col = divmod(row, BLOCK)
-            take = min(end - row, BLOCK - col)
-            block = self._block(index, col + take)
-            block[:, col : col + take] = codes8[row - start : row - start + take].T
-            row += take
-        self._n = end
+        rows = slice(self._n, self._n + len(v))
+        self._scale[rows] = scale
+        self._code_sum[rows] = codes.sum(axis=1)
+        self._err[rows] = err + MARGIN * (norm + err)
+        self._norm[rows] = norm
+        out[:] = codes.T
 
     def _block(self, index: int, width: int) -> np.ndarray:
         """Block `index`, at least `width` columns wide (the blocks before it are full)."""
