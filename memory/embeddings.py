@@ -1,4 +1,5 @@
-"""Sentence embeddings: local MiniLM-L6 (numpy + tokenizers + safetensors, no torch) or OpenAI."""
+"""Sentence embeddings: local MiniLM-L6 (numpy + onnxruntime + tokenizers + safetensors, no
+torch) or OpenAI."""
 
 from __future__ import annotations
 

@@ -29,64 +29,29 @@ from typing import Any
 
 import numpy as np
 
+from memory import onnx_graph
+
 BLOCK = 32768
 ROW_LEVELS = 127
 QUERY_LEVELS = 63
 QUERY_OFFSET = 64
 MARGIN = 1e-4
 SAFE_MIN, SAFE_MAX = 1e-15, 1e15
-_UINT8, _INT8, _INT32 = 2, 3, 6  # onnx TensorProto.DataType
 _state: dict[str, Any] = {}
 _lock = threading.Lock()
 log = logging.getLogger(__name__)
 
 
-def _field(number: int, value: int | str | bytes) -> bytes:
-    """One protobuf field: a varint for an int, length-delimited for str/bytes."""
-
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while n > 0x7F:
-            out.append(n & 0x7F | 0x80)
-            n >>= 7
-        return bytes(out) + bytes([n])
-
-    if isinstance(value, int):
-        return varint(number << 3) + varint(value)
-    raw = value.encode() if isinstance(value, str) else value
-    return varint(number << 3 | 2) + varint(len(raw)) + raw
-
-
-def _model() -> bytes:
-    """ONNX ModelProto (field numbers of onnx.proto3): y(1, rows) int32 =
-    MatMulInteger(q (1, dim) uint8, codes (dim, rows) int8). The `onnx` package is not a
-    dependency; these few fields are all it takes."""
-
-    def tensor(name: str, elem_type: int, dims: list[int | str]) -> bytes:  # ValueInfoProto
-        shape = b"".join(_field(1, _field(1 if isinstance(d, int) else 2, d)) for d in dims)
-        return _field(1, name) + _field(2, _field(1, _field(1, elem_type) + _field(2, shape)))
-
-    node = _field(1, "q") + _field(1, "codes") + _field(2, "y") + _field(4, "MatMulInteger")
-    graph = _field(1, node) + _field(2, "int8_scan")
-    graph += _field(11, tensor("q", _UINT8, [1, "dim"]))
-    graph += _field(11, tensor("codes", _INT8, ["dim", "rows"]))
-    graph += _field(12, tensor("y", _INT32, [1, "rows"]))
-    opset = _field(8, _field(1, "") + _field(2, 13))
-    return _field(1, 8) + _field(2, "voice-gateway") + opset + _field(7, graph)
-
-
 def session() -> Any:
     """The shared onnxruntime session (its run() is thread-safe), or None if its integer
-    products are not exact on this CPU. One intra-op thread: no pool to fight BLAS's."""
+    products are not exact on this CPU."""
     with _lock:
         if "session" not in _state:
-            import onnxruntime as ort
-
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = 1
-            opts.inter_op_num_threads = 1
-            opts.log_severity_level = 3
-            sess = ort.InferenceSession(_model(), opts, providers=["CPUExecutionProvider"])
+            sess = onnx_graph.session(
+                "MatMulInteger",
+                [("q", onnx_graph.UINT8, [1, "dim"]), ("codes", onnx_graph.INT8, ["dim", "rows"])],
+                ("y", onnx_graph.INT32, [1, "rows"]),
+            )
             rng = np.random.default_rng(0)
             q = np.full((1, 384), QUERY_LEVELS + QUERY_OFFSET, dtype=np.uint8)
             q[0, 1::3] = 1

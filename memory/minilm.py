@@ -1,12 +1,14 @@
-"""The MiniLM-L6 (BERT) encoder forward pass in numpy, laid out for short inputs.
+"""The MiniLM-L6 (BERT) encoder forward pass, laid out for short inputs.
 
-A search query is ~10 tokens, so the pass is a few dozen small matrix products whose cost is
-the weights streamed through the cache, plus numpy call overhead. Hence, prepared once at load:
-Q, K and V fused into one (dim, 3·dim) matrix with Q pre-scaled by 1/√head_dim, every dense
-weight transposed and contiguous, each layer's arrays in a slots dataclass (no per-call dict
-lookups or f-strings). Per call: tokens flattened to 2-D for the dense products (a 3-D operand
-makes numpy loop over the batch), bias adds, residuals, GELU and LayerNorm in place, and no
-attention mask when nothing is padded (one sentence, or sentences of equal length).
+A search query is ~10 tokens, so the pass is 24 dense products of a few rows by 42 MB of
+weights, plus small attention products and numpy call overhead. The dense products (bias
+included) run as one-node Gemm sessions on onnxruntime with one thread: 4.5 ms for all 24 at
+13 tokens, against 7.6 ms on one OpenBLAS thread and 5.4 ms on two, whose p99 on this 2-core
+machine under load was 100-300 ms (a BLAS worker thread waiting for a CPU). Batches of 32
+sentences are faster too (148 vs 111 sentences/s). Prepared once at load: Q, K and V fused into
+one (dim, 3·dim) product with Q pre-scaled by 1/√head_dim, each layer's parts in a slots
+dataclass. Per call: tokens flattened to 2-D, residuals, GELU and LayerNorm in place in numpy,
+and no attention mask when nothing is padded (one sentence, or sentences of equal length).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from memory import onnx_graph
 
 _INV_SQRT2 = np.float32(1 / np.sqrt(2.0))
 _F32 = np.float32
@@ -56,18 +60,33 @@ def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.nd
     return x
 
 
+class _Dense:
+    """x (rows, in) @ w (in, out) + b, a Gemm on onnxruntime (which keeps the weights)."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, w: np.ndarray, b: np.ndarray) -> None:
+        rows, cols = w.shape
+        self._session = onnx_graph.session(
+            "Gemm",
+            [("x", onnx_graph.FLOAT, ["n", rows])],
+            ("y", onnx_graph.FLOAT, ["n", cols]),
+            {"w": w, "b": b},
+        )
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = self._session.run(None, {"x": x})[0]
+        return out
+
+
 @dataclass(slots=True)
 class _Layer:
-    qkv: np.ndarray  # (dim, 3·dim), Q columns scaled by 1/√head_dim
-    qkv_b: np.ndarray
-    out: np.ndarray
-    out_b: np.ndarray
+    qkv: _Dense  # (dim, 3·dim), Q columns and bias scaled by 1/√head_dim
+    out: _Dense
     ln1_w: np.ndarray
     ln1_b: np.ndarray
-    inter: np.ndarray
-    inter_b: np.ndarray
-    down: np.ndarray
-    down_b: np.ndarray
+    inter: _Dense
+    down: _Dense
     ln2_w: np.ndarray
     ln2_b: np.ndarray
 
@@ -92,26 +111,25 @@ class Encoder:
             p = f"encoder.layer.{i}."
 
             def t(name: str, p: str = p) -> np.ndarray:
-                return np.ascontiguousarray(w[f"{p}{name}.weight"].T)
+                return w[f"{p}{name}.weight"].T
 
             def b(name: str, p: str = p) -> np.ndarray:
                 return w[f"{p}{name}.bias"]
+
+            def dense(name: str) -> _Dense:
+                return _Dense(t(name), b(name))
 
             att = "attention.self."
             qkv = np.concatenate([t(att + "query") * scale, t(att + "key"), t(att + "value")], 1)
             qkv_b = np.concatenate([b(att + "query") * scale, b(att + "key"), b(att + "value")])
             self.layers.append(
                 _Layer(
-                    np.ascontiguousarray(qkv),
-                    qkv_b,
-                    t("attention.output.dense"),
-                    b("attention.output.dense"),
+                    _Dense(qkv, qkv_b),
+                    dense("attention.output.dense"),
                     w[f"{p}attention.output.LayerNorm.weight"],
                     w[f"{p}attention.output.LayerNorm.bias"],
-                    t("intermediate.dense"),
-                    b("intermediate.dense"),
-                    t("output.dense"),
-                    b("output.dense"),
+                    dense("intermediate.dense"),
+                    dense("output.dense"),
                     w[f"{p}output.LayerNorm.weight"],
                     w[f"{p}output.LayerNorm.bias"],
                 )
@@ -145,8 +163,7 @@ class Encoder:
         self, w: _Layer, x: np.ndarray, n: int, length: int, bias: np.ndarray | None
     ) -> np.ndarray:
         dim, heads, hd = self.dim, self.heads, self.head_dim
-        qkv = x @ w.qkv
-        qkv += w.qkv_b
+        qkv = w.qkv(x)
         # (n·L, 3·dim) -> three (n, heads, L, hd) views
         qkv5 = qkv.reshape(n, length, 3, heads, hd).transpose(2, 0, 3, 1, 4)
         scores = qkv5[0] @ qkv5[1].transpose(0, 1, 3, 2)
@@ -156,13 +173,9 @@ class Encoder:
         np.exp(scores, out=scores)
         scores /= scores.sum(-1, keepdims=True)
         ctx = (scores @ qkv5[2]).transpose(0, 2, 1, 3).reshape(n * length, dim)
-        a = ctx @ w.out
-        a += w.out_b
+        a = w.out(ctx)
         a += x
         x = layer_norm(a, w.ln1_w, w.ln1_b, self.eps)
-        h = x @ w.inter
-        h += w.inter_b
-        o = gelu(h) @ w.down
-        o += w.down_b
+        o = w.down(gelu(w.inter(x)))
         o += x
         return layer_norm(o, w.ln2_w, w.ln2_b, self.eps)
