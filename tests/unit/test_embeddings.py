@@ -5,9 +5,32 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
-from memory.embeddings import LocalMiniLM, gelu, get_embedder
+from memory.embeddings import LocalMiniLM, get_embedder
+from memory.minilm import gelu
 from memory.vector_index import VectorIndex
+from tests.support.minilm_reference import ReferenceMiniLM
+
+SENTENCES = [
+    "Hi",
+    "",
+    "The cat sleeps on the sofa.",
+    "what does the user drink in the morning (12)",
+    "Their sister Maria is visiting from Lisbon in two weeks.",
+    "Ünïcödé, emoji 🎉 and 日本語 text; punctuation!!! ... ???",
+    "numbers 3.14159 2,718 1e-9 and a URL https://example.com/a?b=c",
+    "They are learning Spanish with an app and practise every evening after dinner, "
+    "usually for about twenty minutes, and would like to reach B1 level by next year.",
+    "A much longer sentence about taxes and forms and deadlines, " * 30,  # > 256 tokens
+    *(f"The user talked about topic {i} on day {i * 7} (mood {i % 9})." for i in range(40)),
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    ref = ReferenceMiniLM()
+    return np.vstack([ref.embed(t) for t in SENTENCES])
 
 
 def test_gelu_matches_exact_erf_form() -> None:
@@ -47,3 +70,33 @@ def test_semantic_similarity_ranks_paraphrases_first() -> None:
     index = VectorIndex(384)
     index.add([f"p{i}" for i in range(4)], vecs[1:], [0.0] * 4, [[]] * 4)
     assert index.search(vecs[0], 1)[0].passage_id == "p1"
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_matches_the_plain_reference_forward_pass(reference: np.ndarray) -> None:
+    """The re-laid-out encoder (fused QKV, in-place GELU/LayerNorm, no mask when unpadded)
+    computes the same function as the plain one, one sentence at a time and in padded
+    batches of mixed lengths (and in equal-length batches, which take the unmasked path)."""
+    model = LocalMiniLM()
+    singles = np.vstack([model.embed_sync([t]) for t in SENTENCES])
+    batched = model.embed_sync(SENTENCES)
+    small_batches = LocalMiniLM(batch_size=3).embed_sync(SENTENCES[::-1])[::-1]
+    for out in (singles, batched, small_batches):
+        assert out.dtype == np.float32
+        assert cosines(out, reference).min() > 0.99999
+        assert np.abs(out - reference).max() < 1e-5
+    same_length = [f"The user talked about topic {i} today." for i in range(10, 20)]
+    assert len({len(e.ids) for e in model.tok.encode_batch(same_length)}) == 1
+    ref = ReferenceMiniLM()
+    want = np.vstack([ref.embed(t) for t in same_length])
+    assert np.abs(model.embed_sync(same_length) - want).max() < 1e-5
+
+
+def test_bad_inputs() -> None:
+    model = get_embedder("local/all-minilm-l6-v2")
+    assert model.embed_sync([]).shape == (0, 384)
+    with pytest.raises(TypeError):
+        model.embed_sync([None])  # type: ignore[list-item]
