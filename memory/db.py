@@ -94,11 +94,11 @@ class Database:
             yield session
 
     async def batch(self, stmts: Sequence[Stmt], *, write: bool = False) -> list[list[Row]]:
-        """Run `stmts` as one transaction straight on the driver: one thread hop on SQLite
-        for a write (BEGIN IMMEDIATE), a read on this thread (keep read batches small: point
-        reads), one round trip on PostgreSQL. The statements must not
-        depend on each other's effects (see memory.raw). Returns each statement's rows (empty
-        unless `returns`). A cancelled caller waits for the transaction to end first."""
+        """Run `stmts` as one transaction straight on the driver: on SQLite a write in one
+        thread hop (BEGIN IMMEDIATE) and a read on this thread (so keep read batches to point
+        reads), on PostgreSQL one round trip. The statements must not depend on each other's
+        effects (see memory.raw). Returns each statement's rows (empty unless `returns`). A
+        cancelled caller waits for the transaction to end first."""
         if not stmts:
             return []
         if self._sqlite is not None:
