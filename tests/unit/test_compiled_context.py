@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 
 from agents.compiled import Compiled, ContextCompiler
-from agents.context import message_tokens, to_openai
+from agents.context import message_tokens, order_context, to_openai
 from memory.models import MessageData, ToolCallData
 
 _ids = itertools.count()
@@ -110,8 +110,6 @@ def test_keys_are_separate_and_bounded() -> None:
 
 
 def test_order_context_puts_the_newest_summary_first() -> None:
-    from agents.context import order_context
-
     a, b, c = msg("user", "a"), msg("assistant", "b"), msg("user", "c")
     s1, s2 = msg("user", "old", kind="summary"), msg("user", "new", kind="summary")
     assert order_context([a, b, c]) == [a, b, c]
