@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +62,9 @@ class PromptCache:
             del self._cache[k]
 
 
+_KIND = operator.attrgetter("kind")
+
+
 def estimate_tokens(text: str) -> int:
     return len(text) // 4 + 1
 
@@ -72,7 +76,15 @@ def message_tokens(m: MessageData) -> int:
 
 
 def order_context(messages: Sequence[MessageData]) -> list[MessageData]:
-    """The newest summary first, then everything else in order."""
+    """The newest summary first, then everything else in order (older summaries left out).
+    Once per turn over the whole window: the common cases (no summary, one) slice in C."""
+    kinds = list(map(_KIND, messages))
+    count = kinds.count("summary")
+    if count == 0:
+        return list(messages)
+    if count == 1:
+        i = kinds.index("summary")
+        return [messages[i], *messages[:i], *messages[i + 1 :]]
     summaries = [m for m in messages if m.kind == "summary"]
     rest = [m for m in messages if m.kind != "summary"]
     return summaries[-1:] + rest
@@ -80,9 +92,19 @@ def order_context(messages: Sequence[MessageData]) -> list[MessageData]:
 
 def to_openai(messages: Sequence[MessageData]) -> list[dict[str, Any]]:
     """Chat-completions messages; tool calls without results (a cut-off turn) are dropped."""
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
     out: list[dict[str, Any]] = []
-    live_calls: set[str] = set()
+    append_openai(messages, {m.tool_call_id for m in messages if m.role == "tool"}, set(), out)
+    return out
+
+
+def append_openai(
+    messages: Sequence[MessageData],
+    answered: set[str | None],
+    live_calls: set[str],
+    out: list[dict[str, Any]],
+) -> None:
+    """`to_openai` of `messages` appended to `out`: `answered` holds the tool_call_ids that have
+    a tool message anywhere in the whole context, `live_calls` the calls kept so far (updated)."""
     for m in messages:
         if m.role == "assistant":
             calls = [tc for tc in m.tool_calls if tc.id in answered]
@@ -109,7 +131,6 @@ def to_openai(messages: Sequence[MessageData]) -> list[dict[str, Any]]:
             )
         else:
             out.append({"role": m.role, "content": m.content})
-    return out
 
 
 def split_for_summary(

@@ -7,7 +7,9 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
+from agents.compiled import ContextCompiler
 from agents.context import TEXT, Mode, PromptCache, order_context, to_openai, utc_now
 from agents.events import (
     AgentEvent,
@@ -102,6 +104,7 @@ class AgentLoop:
         self.tools = tools
         self.locks: TurnLocks = locks or LocalLocks()
         self.prompts = PromptCache()
+        self.contexts = ContextCompiler()
         self.summarizer = Summarizer(memory)
         self.sandbox = Sandbox(self.config.sandbox)
 
@@ -165,13 +168,10 @@ class AgentLoop:
         max_steps = inp.max_steps or self.config.max_steps
         for step in range(max_steps):
             run.steps = step + 1
-            system = self.prompts.get(agent, inp.mode)
-            if inp.mode.history:
-                budget = agent.context_window or self.config.context_token_budget
-                context = await self.summarizer.fit(agent, system, context, budget, provider, model)
+            context, messages = await self._prompt(agent, inp.mode, context, provider, model)
             req = LLMRequest(
                 model=model,
-                messages=[{"role": "system", "content": system}, *to_openai(context)],
+                messages=messages,
                 tools=[t.schema(voice=inp.mode.voice_tools) for t in tools],
                 timeout_s=inp.llm_timeout_s,
             )
@@ -217,6 +217,29 @@ class AgentLoop:
                 yield self._done(run, "end_turn")
                 return
         yield self._done(run, "max_steps")
+
+    async def _prompt(
+        self,
+        agent: AgentData,
+        mode: Mode,
+        context: list[MessageData],
+        provider: LLMProvider,
+        model: str,
+    ) -> tuple[list[MessageData], list[dict[str, Any]]]:
+        """The step's context (summarized when over the token budget) and its request
+        messages; the history's conversion is extended from the agent's previous step."""
+        text = self.prompts.get(agent, mode)
+        system: dict[str, Any] = {"role": "system", "content": text}
+        if not mode.history:
+            return context, [system, *to_openai(context)]
+        budget = agent.context_window or self.config.context_token_budget
+        compiled = self.contexts.compile(agent.id, context)
+        fitted = await self.summarizer.fit(
+            agent, text, context, budget, provider, model, tokens=compiled.tokens
+        )
+        if fitted is not context:
+            compiled = self.contexts.compile(agent.id, fitted)
+        return fitted, [system, *compiled.openai]
 
     async def _stream(
         self, run: _Run, provider: LLMProvider, req: LLMRequest, calls: dict[int, Call]

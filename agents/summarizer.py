@@ -37,9 +37,14 @@ class Summarizer:
         budget: int,
         provider: LLMProvider,
         model: str,
+        *,
+        tokens: int | None = None,
     ) -> list[MessageData]:
-        """Return `context` unchanged when it fits `budget` tokens, else summary + recent."""
-        used = estimate_tokens(system) + sum(message_tokens(m) for m in context)
+        """Return `context` unchanged when it fits `budget` tokens, else summary + recent.
+        `tokens`: the sum of `message_tokens` over `context` if the caller has it already."""
+        if tokens is None:
+            tokens = sum(message_tokens(m) for m in context)
+        used = estimate_tokens(system) + tokens
         if used <= budget:
             return context
         keep_budget = max(budget // 2 - estimate_tokens(system), budget // 8)

@@ -94,13 +94,16 @@ class Database:
             yield session
 
     async def batch(self, stmts: Sequence[Stmt], *, write: bool = False) -> list[list[Row]]:
-        """Run `stmts` as one transaction straight on the driver: one thread hop on SQLite
-        (BEGIN IMMEDIATE when `write`), one round trip on PostgreSQL. The statements must not
-        depend on each other's effects (see memory.raw). Returns each statement's rows (empty
-        unless `returns`). A cancelled caller waits for the transaction to end first."""
+        """Run `stmts` as one transaction straight on the driver: on SQLite a write in one
+        thread hop (BEGIN IMMEDIATE) and a read on this thread (so keep read batches to point
+        reads), on PostgreSQL one round trip. The statements must not depend on each other's
+        effects (see memory.raw). Returns each statement's rows (empty unless `returns`). A
+        cancelled caller waits for the transaction to end first."""
         if not stmts:
             return []
         if self._sqlite is not None:
+            if not write and (rows := self._sqlite.read_here(stmts)) is not None:
+                return rows  # a point read: on this thread, no hop (see read_here)
             fut = asyncio.wrap_future(self._sqlite.submit(stmts, write))
         else:
             assert self._pg is not None

@@ -42,7 +42,12 @@ def insert_stmt(messages: Sequence[MessageData]) -> Stmt:
 class ContextCache:
     """Per agent, the in-context messages as of `agents.messages_version`. Every change to an
     agent's messages bumps that version in the same transaction, so a cached window is reused
-    only while nobody (this process, another gateway, a worker) has written since."""
+    only while nobody (this process, another gateway, a worker) has written since.
+
+    The window holds the message objects themselves, those read and those this process
+    appended (not copies: the agent loop recognises its own messages in the next turn's
+    window by identity, agents.compiled). A stored message is never changed in place: changes
+    go to the database and drop the window. `get` returns a new list of the same objects."""
 
     def __init__(self, max_agents: int = 512) -> None:
         self.max_agents = max_agents
@@ -117,7 +122,7 @@ class MessageStore:
                 if evict:
                     self.cache.drop(agent_id)
                     continue
-                mine = [m.model_copy() for m in messages if m.agent_id == agent_id and m.in_context]
+                mine = [m for m in messages if m.agent_id == agent_id and m.in_context]
                 self.cache.appended(agent_id, new - 1, new, mine)
 
     async def truncate(self, heard: Mapping[str, str], *, also: Sequence[Stmt] = ()) -> None:

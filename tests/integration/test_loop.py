@@ -9,12 +9,16 @@ from contextlib import aclosing
 
 import pytest
 
+from agents.compiled import Compiled
+from agents.context import Mode, message_tokens, order_context, to_openai
 from agents.events import MessageSaved, RunDone, TextDelta, ToolArgsDelta, ToolCallReady, ToolResult
-from agents.llm import LLMRegistry
+from agents.llm import LLMRegistry, LLMRequest
+from agents.llm.base import LLMChunk
+from agents.llm.scripted import ScriptedProvider
 from agents.loop import AgentLoop, LoopConfig, TurnInput
 from agents.tools import BASE_TOOLS
 from agents.voice import VOICE
-from memory.models import BlockSpec
+from memory.models import BlockSpec, MessageData
 from memory.service import Memory
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
 
@@ -304,3 +308,73 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
     finally:
         await a.close()
         await b.close()
+
+
+class RecordingScripted(ScriptedProvider):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[LLMRequest] = []
+
+    def _stream(self, req: LLMRequest) -> AsyncIterator[LLMChunk]:
+        self.requests.append(req)
+        return super()._stream(req)
+
+
+async def test_compiled_context_equals_a_scratch_build_over_many_turns(
+    memory: Memory, db_url: str
+) -> None:
+    """Each step's history extends the agent's previous compilation (agents.compiled). Over
+    turns with tool calls, truncations, a block edit and summaries it must equal a from-scratch
+    conversion, and a cold loop (another process) must send the same request as the warm one."""
+    agent_id = await make_agent(memory, model="scripted/demo")
+    loop = loop_for(memory, None, context_token_budget=900)
+    compile_ = loop.contexts.compile
+    sizes: list[int] = []
+    wrong: list[int] = []  # an assert in here would end the turn as an "error" RunDone
+    replies: list[MessageData] = []
+
+    def checked(key: str, context: list[MessageData]) -> Compiled:
+        got = compile_(key, context)
+        scratch = (to_openai(context), sum(message_tokens(m) for m in context))
+        if (got.openai, got.tokens) != scratch:
+            wrong.append(len(sizes))
+        sizes.append(len(context))
+        return got
+
+    loop.contexts.compile = checked  # type: ignore[assignment]
+    for i in range(24):
+        text = f"Message {i}: my number is {i * 7}."
+        if i % 5 == 2:
+            text = f"Do you remember message {i}?"  # a search_memory call, then an answer
+        events = await collect(loop, agent_id, TurnInput(text))
+        done = events[-1]
+        assert isinstance(done, RunDone) and done.stop_reason == "end_turn", done
+        replies += [
+            e.message
+            for e in events
+            if isinstance(e, MessageSaved) and e.message.role == "assistant" and e.message.content
+        ]
+        if i % 7 == 3:  # cut to what the caller heard: this reply and one compiled already
+            cut = {m.id: m.content[:5] for m in (replies[-1], replies[-3])}
+            await memory.finish_turn(None, cut)
+        if i == 10:
+            await memory.blocks.set_value(agent_id, "human", "Name: Bob", actor="user")
+    assert not wrong and loop.summarizer.runs >= 1 and max(sizes) > 20
+    assert loop.contexts.extended > loop.contexts.full > 2
+    probe = Mode("probe", persist=False)
+    loop.config.context_token_budget = 10**6  # the probe must not summarize (that is stored)
+    warm, cold_provider = RecordingScripted(), RecordingScripted()
+    loop.llms.overrides["scripted"] = warm
+    cold_memory = await Memory.open(db_url, migrate=False)
+    try:
+        cold = loop_for(cold_memory, None, context_token_budget=10**6)
+        cold.llms.overrides["scripted"] = cold_provider
+        for lp in (loop, cold):
+            await collect(lp, agent_id, TurnInput("Do you remember my number?", mode=probe))
+        assert len(warm.requests) == len(cold_provider.requests) == 2  # a tool call, an answer
+        for a, b in zip(warm.requests, cold_provider.requests, strict=True):
+            assert a.messages == b.messages
+        window = order_context(await cold_memory.messages.in_context(agent_id))
+        assert warm.requests[0].messages[1:-1] == to_openai(window)
+    finally:
+        await cold_memory.close()

@@ -259,6 +259,38 @@ async def test_new_worker_connections_wait_for_the_write_lock(sqlite_url: str) -
         raw.close()
 
 
+async def test_a_read_runs_on_the_loop_and_waits_in_a_worker_when_it_must(
+    sqlite_url: str,
+) -> None:
+    """A read batch runs on the event loop's own connection (no thread hop). When SQLite would
+    make it wait (another connection holds the file exclusively) it goes to a worker thread:
+    the event loop keeps running, and the read returns once the lock is released."""
+    first = await Memory.open(sqlite_url)
+    agent = await make_agent(first)
+    assert (await first.agents.get(agent.id)).name == agent.name
+    assert not [t for t in threading.enumerate() if t.name.startswith("vg-sqlite")]  # no hop
+    await first.close()
+    raw = sqlite3.connect(sqlite_path(sqlite_url), isolation_level=None)
+    raw.execute("PRAGMA locking_mode=EXCLUSIVE")
+    raw.execute("BEGIN EXCLUSIVE")
+    raw.execute("UPDATE agents SET name = 'renamed'")
+    second = await Memory.open(sqlite_url, migrate=False)
+    try:
+        read = asyncio.create_task(second.agents.get(agent.id))
+        ticks = 0
+        while ticks < 5:  # the loop runs while the read waits (it would hang on the loop)
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not read.done()
+        raw.execute("COMMIT")
+        raw.close()
+        assert (await read).name == "renamed"
+        assert (await second.agents.get(agent.id)).name == "renamed"  # on the loop again
+    finally:
+        raw.close()
+        await second.close()
+
+
 def test_an_in_memory_sqlite_database_is_refused() -> None:
     for url in ("sqlite+aiosqlite:///:memory:", "sqlite://", "sqlite:///file:x?mode=memory"):
         with pytest.raises(ValueError, match="database file"):

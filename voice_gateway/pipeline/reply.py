@@ -129,6 +129,10 @@ class Reply:
                     await self.s.send("response.text.delta", item_id=self.item_id, text=ev.text)
                     for sentence in splitter.push(ev.text):
                         self._say(sentence, ev.message_id)
+                        if self.speaker.first_audio_at is None:
+                            # let the speaker start on it now: the loop may go on for a
+                            # while without yielding (the step's write, the next chunks)
+                            await asyncio.sleep(0)
                 elif isinstance(ev, ToolArgsDelta):
                     self.t_first_tool = self.t_first_tool or time.monotonic()
                     found = filler.feed(ev)
