@@ -27,7 +27,6 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 from _common import emit, parser, summary
 from _voice import load, speech_clip, start_gateway
+from _wsload import OP_BINARY, LoadCall, connect, frame_header
 
 CYCLE_S = 8.0  # one user turn per 8 s per call: ~2 s of speech, a reply, a pause
 FRAME = 640  # 20 ms at 16 kHz
@@ -48,77 +48,71 @@ def cycle_frames(cycle_s: float = CYCLE_S) -> list[bytes]:
     return frames(np.concatenate([speech, np.zeros(pad, dtype=np.int16)]), 16000)
 
 
-@dataclass
-class Call:
-    url: str
-    offset: int
-    ticks: int
-    sent_at: list[float] = field(default_factory=list)
-    session_id: str = ""
-    latencies: list[float] = field(default_factory=list)
-    replies: int = 0
-    audio_bytes: int = 0
-    errors: list[str] = field(default_factory=list)
-    close_code: int | None = None
-    ws: Any = None
+class BenchCall(LoadCall):
+    """A call of the benchmark: what it sent when, and what it heard back."""
+
+    def __init__(self, host: str, path: str, offset: int) -> None:
+        super().__init__(host, path)
+        self.offset = offset
+        self.sent_at: list[float] = []
+        self.session_id = ""
+        self.started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.latencies: list[float] = []
+        self.replies = 0
+
+    def on_event(self, at: float, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "speech.started":
+            idx = event["at_ms"] // 20  # the input frame whose handling emitted it
+            if idx < len(self.sent_at):
+                self.latencies.append((at - self.sent_at[idx]) * 1000)
+        elif kind == "response.done":
+            self.replies += 1
+        elif kind == "session.started":
+            self.session_id = event.get("session_id", "")
+            if not self.started.done():
+                self.started.set_result(None)
+        elif kind == "error":
+            self.errors.append(event.get("code", "?"))
 
 
-async def _reader(call: Call) -> None:
-    loads, now = json.loads, time.monotonic
-    try:
-        async for msg in call.ws:
-            if isinstance(msg, bytes):
-                call.audio_bytes += len(msg)
-                continue
-            at = now()
-            event = loads(msg)
-            kind = event["type"]
-            if kind == "speech.started":
-                idx = event["at_ms"] // 20
-                if idx < len(call.sent_at):
-                    call.latencies.append((at - call.sent_at[idx]) * 1000)
-            elif kind == "response.done":
-                call.replies += 1
-            elif kind == "error":
-                call.errors.append(event.get("code", "?"))
-    except Exception as exc:
-        call.errors.append(f"{type(exc).__name__}: {exc}")
-    call.close_code = call.ws.close_code
+async def _open(url: str, offset: int) -> BenchCall:
+    call = await connect(BenchCall, url, offset)
+    call.send_json({"type": "session.start"})
+    await asyncio.wait_for(call.started, 30)
+    return call
 
 
-async def _load(calls: list[Call], start_at: float, groups: int, cycle_s: float) -> dict[str, Any]:
-    import websockets
-
+async def _load(
+    urls: list[str], offsets: list[int], ticks: int, start_at: float, groups: int, cycle_s: float
+) -> dict[str, Any]:
     pattern = cycle_frames(cycle_s)
     n = len(pattern)
-    for c in calls:
-        c.ws = await websockets.connect(c.url, compression=None, max_size=2**22)
-        await c.ws.send(json.dumps({"type": "session.start"}))
-        started = json.loads(await c.ws.recv())
-        c.session_id = started.get("session_id", "")
-    readers = [asyncio.create_task(_reader(c)) for c in calls]
+    header = frame_header(OP_BINARY, FRAME)
+    calls = [await _open(u, o) for u, o in zip(urls, offsets, strict=True)]
     lag: list[float] = []
-    # wall-clock start shared by all loaders, then monotonic pacing in `groups` phases
+    now = time.monotonic
+    # wall-clock start shared by all loaders, then monotonic pacing in `groups` phases: each
+    # call's frame is written straight to its socket (masked with a fresh key)
     await asyncio.sleep(max(0.0, start_at - time.time()))
-    t0 = time.monotonic()
+    t0, cpu0 = now(), time.process_time()
     by_group = [calls[g::groups] for g in range(groups)]
-    ticks = calls[0].ticks if calls else 0
     for k in range(ticks):
         for g, members in enumerate(by_group):
-            target = t0 + k * 0.02 + g * 0.02 / groups
-            delay = target - time.monotonic()
+            delay = t0 + k * 0.02 + g * 0.02 / groups - now()
             if delay > 0:
                 await asyncio.sleep(delay)
             else:
                 lag.append(-delay * 1000)
             for c in members:
-                c.sent_at.append(time.monotonic())
-                await c.ws.send(pattern[(c.offset + k) % n])
+                c.sent_at.append(now())
+                c.send(pattern[(c.offset + k) % n], header)
+    cpu_s = time.process_time() - cpu0
     # calls end at their own time, spread over a second (not all in the same millisecond)
     for c in calls:
-        await c.ws.send(json.dumps({"type": "session.end"}))
+        c.send_json({"type": "session.end"})
         await asyncio.sleep(1.0 / max(1, len(calls)))
-    await asyncio.wait(readers, timeout=60)
+    await asyncio.wait([asyncio.ensure_future(c.closed) for c in calls], timeout=60)
     return {
         "calls": [
             {
@@ -132,6 +126,7 @@ async def _load(calls: list[Call], start_at: float, groups: int, cycle_s: float)
             }
             for c in calls
         ],
+        "cpu_s": cpu_s,
         "late_ticks": len(lag),
         "lag": summary(lag),
     }
@@ -150,9 +145,8 @@ def _loader(
     import uvloop
 
     gc.disable()  # the load generator must not pause to collect (a short-lived process)
-    calls = [Call(u, o, ticks) for u, o in zip(urls, offsets, strict=True)]
     try:
-        result = uvloop.run(_load(calls, start_at, groups=10, cycle_s=cycle_s))
+        result = uvloop.run(_load(urls, offsets, ticks, start_at, groups=10, cycle_s=cycle_s))
     except Exception as exc:
         result = {"failed": f"{type(exc).__name__}: {exc}"}
     conn.send(result)
@@ -213,6 +207,10 @@ def run_level(
         "failed_calls": len(bad_calls) + (n - len(calls)),
         "call_errors": sorted({e for c in bad_calls for e in c["errors"]})[:5] + failed,
         "replies": sum(c["replies"] for c in calls),
+        "loader_cpu_us_per_frame": round(
+            sum(r.get("cpu_s", 0.0) for r in results) / max(1, sum(c["sent"] for c in calls)) * 1e6,
+            2,
+        ),
         "loader_late_ticks": sum(r.get("late_ticks", 0) for r in results),
         "loader_lag": [r.get("lag") for r in results],
     }
@@ -235,7 +233,7 @@ def main() -> None:
     p.add_argument(
         "--ws",
         default="auto",
-        choices=["auto", "websockets", "websockets-sansio", "wsproto"],
+        choices=["fast", "auto", "websockets", "websockets-sansio", "wsproto"],
         help="uvicorn's WebSocket implementation in the gateway",
     )
     args = p.parse_args()
