@@ -3,19 +3,28 @@
 The gateway runs in its own process (uvicorn + uvloop + httptools, as `voice-gateway serve`)
 with instant STT/LLM/TTS (subclasses of our provider base classes) and the real webrtcvad on
 every 20 ms frame; turns go through the real agent loop and SQLite. Load generators run in
-separate processes: each call streams a 6 s cycle (espeak-ng speech, then silence) in real time
-as 20 ms PCM16 frames, at its own phase, so it takes one turn per cycle and hears a short reply.
-(--cycle sets the cycle; 500 calls at 8 s are ~62 agent turns per second, each with SQLite writes.)
+separate processes (bench/_wsload.py: a light RFC 6455 client, real masked frames on real
+sockets at real-time pace; --client websockets uses the websockets library's client instead):
+each call streams an 8 s cycle (espeak-ng speech, then silence) as 20 ms PCM16 frames, at its
+own phase, so it takes one turn per cycle and hears a short reply. (--cycle sets the cycle;
+500 calls at 8 s are ~62 agent turns per second, each with SQLite writes.)
+
+Each level runs on each of the gateway's WebSocket protocols in --ws (default: ours, what
+`voice-gateway serve` runs, then uvicorn's websockets-sansio, the baseline), in turn.
 
 Per level (number of calls) it reports:
 - client-observed frame latency: a voiced frame sent -> its `speech.started` event received
   (the socket both ways + queueing + handling in the gateway); p50/p99;
 - server-side: the time the session spends on each frame (VoiceSession._audio: resampling,
   VAD, turn detection, STT push, events) and the event loop's lag (a 10 ms timer's lateness:
-  how long a frame that just arrived waits before it is read);
-- dropped frames: frames sent but never handled by a session, and calls that failed.
-A level passes when the client-observed p99 < 20 ms, no frame was dropped and every call ran
-to the end; the result is the largest passing level. Target: >= 500 calls.
+  how long a frame that just arrived waits before it is read); the gateway's main-thread CPU
+  per frame over the streaming window;
+- dropped frames: frames sent but never handled by a session, and calls that failed;
+- the load generators' own CPU per frame and how late they were against their schedule.
+A level passes when the client-observed p99 < 20 ms, no frame was dropped, every call ran to
+the end and the load generators kept to their schedule (p99 lateness < 20 ms: else the gateway
+was not offered the load); `fail_reasons` says why not. The result is the largest passing
+level per protocol. Target: >= 500 calls.
 """
 
 from __future__ import annotations

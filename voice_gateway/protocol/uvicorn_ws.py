@@ -74,6 +74,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
         self.head: bytearray | None = bytearray()  # the request head until its end is seen
         self.clean = True  # the library has seen the request head and nothing after it
         self.buf = bytearray()  # the start of a frame still incomplete (fast mode)
+        self.need = 0  # that frame's length, once its header is in
         self.owed = 0  # bytes of a frame being passed to the library still to come
 
     # ---- the handshake: the library's, then the fast path if nothing else arrived ---------
@@ -117,11 +118,13 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             data = self._pay(data)
         if self.buf:
             self.buf += data
+            if len(self.buf) < self.need:
+                return  # a long frame still arriving: no copy per read
             data = bytes(self.buf)
             self.buf.clear()
         conn = self.conn
         limit = conn.max_message_size
-        n, pos = len(data), 0
+        n, pos, need = len(data), 0, 0
         while n - pos >= 2:
             if self.close_sent or conn.state is not State.OPEN:
                 self._leave(data[pos:])
@@ -142,6 +145,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             end = start + 4 + length
             if (b0 == _BINARY or b0 == _TEXT) and conn.current_size is None:
                 if end > n:
+                    need = end - pos
                     break
                 payload = apply_mask(data[start + 4 : end], data[start : start + 4])
                 if b0 == _BINARY:
@@ -160,6 +164,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             else:
                 super().data_received(data[pos:end])
             pos = end
+        self.need = need
         if pos < n:
             self.buf += data[pos:]
 
