@@ -215,6 +215,20 @@ def _loader(
     conn.send(result)
 
 
+def settle(gws: list[Any], max_s: float = 180.0) -> float:
+    """Wait until every gateway's main thread is idle (< 5 % of a core over a second): the
+    calls of the last level end with work (their transcripts, call-end sleeptime runs) that
+    must not run during the next level, on this gateway or on the other protocol's."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < max_s:
+        before = [gw.cpu()["main_thread_cpu_s"] for gw in gws]
+        time.sleep(1.0)
+        used = [gw.cpu()["main_thread_cpu_s"] - b for gw, b in zip(gws, before, strict=True)]
+        if max(used) < 0.05:
+            break
+    return round(time.monotonic() - t0, 1)
+
+
 def run_level(
     gw: Any,
     agents: list[str],
@@ -385,10 +399,11 @@ def main() -> None:
                 for impl, gw in gws.items():
                     if impl in done:
                         continue
+                    settled_s = settle(list(gws.values()))
                     level = run_level(
                         gw, agents[impl], n, seconds, args.loaders, args.cycle, args.client
                     )
-                    out.append({"ws": impl, **level})
+                    out.append({"ws": impl, "settled_s": settled_s, **level})
                     print(json.dumps(row(impl, args.client, level)), file=sys.stderr)
                     if not level["passed"] and n >= 400:
                         done.add(impl)  # its next levels would fail too
