@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_000_000
     shutdown_grace_s: float = 10.0
     # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
-    # (docs/voice_socket.md, "Limits and figures"); False: uvicorn's protocol as it ships
+    # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships
     ws_fast_path: bool = True
 
     # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
