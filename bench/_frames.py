@@ -82,19 +82,23 @@ class FrameStats:
     cpu_at_reset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # wall, process, main thread
     frames_at_reset: int = 0
 
+    def cpu(self) -> dict[str, Any]:
+        """CPU used since the last reset (process, main thread) and over what wall time."""
+        wall, proc, main = (b - a for a, b in zip(self.cpu_at_reset, _cpu(), strict=True))
+        return {
+            "seconds": round(wall, 3),
+            "process_cpu_s": round(proc, 3),
+            "main_thread_cpu_s": round(main, 3),
+            "process_cores": round(proc / wall, 3) if wall else None,
+            "main_thread_cores": round(main / wall, 3) if wall else None,
+        }
+
     def snapshot(self) -> dict[str, Any]:
         import gc
 
         us = self.frame_us.values()
-        wall, proc, main = (b - a for a, b in zip(self.cpu_at_reset, _cpu(), strict=True))
         return {
-            "cpu": {
-                "seconds": round(wall, 3),
-                "process_cpu_s": round(proc, 3),
-                "main_thread_cpu_s": round(main, 3),
-                "process_cores": round(proc / wall, 3) if wall else None,
-                "main_thread_cores": round(main / wall, 3) if wall else None,
-            },
+            "cpu": self.cpu(),
             "gc": {
                 "tracked_objects": len(gc.get_objects()),
                 "largest": _largest_containers(),

@@ -163,12 +163,16 @@ def _child(
         instrument(stats)
     settings = make_settings(overrides.pop("database_url"), **overrides)
     app = create_app(settings)
+    from voice_gateway.protocol.uvicorn_ws import ws_protocol
+
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        ws=ws_impl,
+        log_config=None,  # uvicorn's dictConfig would close the log file's handler
+        # "fast": what `voice-gateway serve` runs (VG_WS_FAST_PATH); else a uvicorn protocol
+        ws=ws_protocol(True) if ws_impl == "fast" else ws_impl,
         ws_per_message_deflate=False,
         ws_ping_interval=None,
         lifespan="on",
@@ -183,6 +187,8 @@ def _child(
                 cmd = "stop"
             if cmd == "stats":
                 conn.send(stats.snapshot())
+            elif cmd == "cpu":
+                conn.send(stats.cpu())
             elif cmd == "reset":
                 stats.clear()
                 conn.send("ok")
@@ -230,6 +236,11 @@ class GatewayProcess:
         self.conn.send("stats")
         return dict(self.conn.recv())
 
+    def cpu(self) -> dict[str, Any]:
+        """CPU since the last reset (cheap: no snapshot of samples or objects)."""
+        self.conn.send("cpu")
+        return dict(self.conn.recv())
+
     def reset(self) -> None:
         self.conn.send("reset")
         self.conn.recv()
@@ -258,7 +269,7 @@ def start_gateway(
     *,
     llm: dict[str, Any] | None = None,
     instrument_frames: bool = True,
-    ws_impl: str = "auto",
+    ws_impl: str = "fast",
     log_name: str = "gateway",
     timeout_s: float = 180.0,
     **settings: Any,

@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # HTTP limits
     max_body_bytes: int = 1_000_000
     shutdown_grace_s: float = 10.0
+    # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
+    # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships
+    ws_fast_path: bool = True
 
     # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
     rate_limit_rps: float = Field(100.0, ge=0)  # REST requests/s; 0: off

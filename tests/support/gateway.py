@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.support.servers import ServerThread
 from voice_gateway.app import create_app
+from voice_gateway.protocol.uvicorn_ws import ws_protocol
 from voice_gateway.settings import Settings
 
 
@@ -28,7 +29,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
 @contextmanager
 def running_gateway(database_url: str, **overrides: Any) -> Iterator[ServerThread]:
     settings = make_settings(database_url, **overrides)
-    server = ServerThread(create_app(settings), ws_ping_interval=None).start(timeout=120)
+    server = ServerThread(
+        create_app(settings), ws_ping_interval=None, ws=ws_protocol(settings.ws_fast_path)
+    ).start(timeout=120)
     server.settings = settings  # type: ignore[attr-defined]
     try:
         yield server

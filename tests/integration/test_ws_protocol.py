@@ -1,0 +1,307 @@
+"""RFC 6455 through a real uvicorn server: our fast-path protocol (voice_gateway/protocol/
+uvicorn_ws.py) against uvicorn's own websockets-sansio protocol, the same crafted frames sent
+to each by a `websockets` client (raw bytes written to its socket where the frames are not ones
+a client library would send). Both must behave the same: the same messages, close codes and
+closing handshake; and the fast one must still push back on a client the app does not read."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import apply_mask
+from websockets.sync.client import ClientConnection, connect
+
+from tests.support.servers import ServerThread
+from voice_gateway.protocol.uvicorn_ws import FastWebSocketProtocol, ws_protocol
+
+MAX_SIZE = 70_000  # the servers' ws_max_size (uvicorn's default is 16 MiB)
+MAX_QUEUE = 32
+GATE = threading.Event()  # the /slow app reads nothing until it is set
+DISCONNECTS: dict[str, int] = {}  # ?id= of a connection -> the code its app saw
+
+
+async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Echo each message; `close:CODE` closes with CODE; /slow waits for GATE before reading,
+    /late accepts after 0.3 s."""
+    assert scope["type"] == "websocket"
+    conn_id = scope["query_string"].decode().removeprefix("id=")
+    assert (await receive())["type"] == "websocket.connect"
+    if scope["path"] == "/late":
+        await asyncio.sleep(0.3)
+    await send({"type": "websocket.accept"})
+    if scope["path"] == "/slow":
+        while not GATE.is_set():
+            await asyncio.sleep(0.01)
+    while True:
+        msg = await receive()
+        if msg["type"] == "websocket.disconnect":
+            DISCONNECTS[conn_id] = msg["code"]
+            return
+        text = msg.get("text")
+        if text is not None and text.startswith("close:"):
+            await send({"type": "websocket.close", "code": int(text[6:]), "reason": "bye"})
+            continue
+        await send({"type": "websocket.send", "text": text, "bytes": msg.get("bytes")})
+
+
+@pytest.fixture(scope="module", params=["fast", "websockets-sansio"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServerThread]:
+    srv = ServerThread(
+        echo_app,
+        ws=ws_protocol(request.param == "fast"),
+        lifespan="off",
+        ws_ping_interval=None,
+        ws_max_size=MAX_SIZE,
+        ws_max_queue=MAX_QUEUE,
+    ).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def raw(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0, mask: bool = True) -> bytes:
+    """A frame as is, valid or not (websockets' Frame.serialize refuses invalid ones)."""
+    n = len(payload)
+    head = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
+    m = 0x80 if mask else 0
+    if n < 126:
+        head += bytes([m | n])
+    elif n < 1 << 16:
+        head += bytes([m | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([m | 127]) + struct.pack("!Q", n)
+    if not mask:
+        return head + payload
+    key = os.urandom(4)
+    return head + key + apply_mask(payload, key)
+
+
+def client(srv: ServerThread, path: str = "/", conn_id: str = "") -> ClientConnection:
+    ws = connect(f"{srv.ws_url}{path}?id={conn_id}", compression=None, max_size=None)
+    ws.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return ws
+
+
+def close_code(ws: ClientConnection) -> int | None:
+    """The code of the server's close frame, once the connection is closed."""
+    with pytest.raises(ConnectionClosed):
+        while True:
+            ws.recv(timeout=10)
+    rcvd = ws.protocol.close_rcvd
+    return rcvd.code if rcvd is not None else None
+
+
+def write_in_pieces(ws: ClientConnection, data: bytes, cuts: list[int]) -> None:
+    """Write `data` cut at `cuts`, pausing between pieces so each is its own TCP read."""
+    last = 0
+    for cut in [*sorted(set(cuts)), len(data)]:
+        if last < cut:
+            ws.socket.sendall(data[last:cut])
+            time.sleep(0.002)
+            last = cut
+
+
+def protocols(srv: ServerThread) -> list[Any]:
+    return [p for p in srv.server.server_state.connections if hasattr(p, "conn")]
+
+
+def on_fast_path(srv: ServerThread, conn_id: str) -> bool:
+    """Whether this connection is on the fast path (uvicorn's own protocol never is)."""
+    (proto,) = [p for p in protocols(srv) if p.scope["query_string"] == f"id={conn_id}".encode()]
+    return isinstance(proto, FastWebSocketProtocol) and proto.fast
+
+
+def is_fast(srv: ServerThread) -> bool:
+    return srv.server.config.ws_protocol_class is FastWebSocketProtocol
+
+
+# ---- messages ---------------------------------------------------------------------------------
+
+
+def test_frames_cut_at_every_byte(server: ServerThread) -> None:
+    """Every header, mask and payload boundary falls between two reads."""
+    stream = raw(2, b"\x01\x02\x03") + raw(1, b"hey") + raw(2, bytes(130)) + raw(9, b"p")
+    with client(server, conn_id="cuts") as ws:
+        write_in_pieces(ws, stream, list(range(1, len(stream))))
+        assert ws.recv(timeout=5) == b"\x01\x02\x03"
+        assert ws.recv(timeout=5) == "hey"
+        assert ws.recv(timeout=5) == bytes(130)
+        ws.send(b"after")
+        assert ws.recv(timeout=5) == b"after"
+        assert on_fast_path(server, "cuts") == is_fast(server)
+
+
+message = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=200),
+    # around the 16/64-bit length boundary (content made, not drawn: hypothesis' size limit)
+    st.integers(65_530, 65_540).map(lambda n: (bytes(range(256)) * 257)[:n]),
+)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    messages=st.lists(st.tuples(message, st.integers(1, 4), st.booleans()), max_size=8),
+    seed=st.integers(0, 2**32),
+)
+def test_any_messages_any_fragmentation_any_cuts(
+    server: ServerThread, messages: list[tuple[str | bytes, int, bool]], seed: int
+) -> None:
+    """Messages in 1-4 fragments, pings between fragments, the byte stream cut at random
+    places: every message comes back whole and in order, every ping gets its pong."""
+    rnd = random.Random(seed)
+    stream = b""
+    for data, parts, ping in messages:
+        payload = data.encode() if isinstance(data, str) else data
+        step = -(-len(payload) // parts) or 1
+        pieces = [payload[i : i + step] for i in range(0, len(payload), step)] or [b""]
+        for i, piece in enumerate(pieces):
+            opcode = 0 if i else (1 if isinstance(data, str) else 2)
+            stream += raw(opcode, piece, fin=i == len(pieces) - 1)
+            if ping and i == 0:
+                stream += raw(9, b"ping")
+    stream += raw(1, b"end")
+    cuts = [rnd.randrange(1, len(stream)) for _ in range(rnd.randrange(0, 12))]
+    with client(server) as ws:
+        pong = ws.ping(b"mine")
+        write_in_pieces(ws, stream, cuts)
+        for data, _, _ in messages:
+            assert ws.recv(timeout=10) == data
+        assert ws.recv(timeout=10) == "end"
+        assert pong.wait(5)
+
+
+def test_ping_pong(server: ServerThread) -> None:
+    with client(server) as ws:
+        ws.send(b"x" * 640)
+        assert ws.recv(timeout=5) == b"x" * 640
+        assert ws.ping(b"payload").wait(5)
+        ws.send(b"y" * 640)
+        assert ws.recv(timeout=5) == b"y" * 640
+
+
+# ---- errors: the same close code from both protocols ------------------------------------------
+
+BAD_FRAMES = {
+    "unmasked": (raw(2, b"abc", mask=False), 1002),
+    "reserved bit": (raw(2, b"abc", rsv=4), 1002),
+    "unknown opcode": (raw(3, b"abc"), 1002),
+    "continuation without start": (raw(0, b"abc"), 1002),
+    "new message inside a fragmented one": (raw(1, b"a", fin=False) + raw(1, b"b"), 1002),
+    "control frame over 125 bytes": (raw(9, bytes(126)), 1002),
+    "fragmented control frame": (raw(9, b"p", fin=False), 1002),
+    "invalid UTF-8": (raw(1, b"ok \xff\xfe"), 1007),
+    "invalid UTF-8 across fragments": (raw(1, b"\xe2\x82", fin=False) + raw(0, b"\x28"), 1007),
+    "frame over ws_max_size": (raw(2, bytes(MAX_SIZE + 1)), 1009),
+    "header of a frame over ws_max_size": (raw(2, bytes(2**20))[:14], 1009),
+    "message over ws_max_size in fragments": (
+        raw(2, bytes(MAX_SIZE - 10), fin=False) + raw(0, bytes(20)),
+        1009,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FRAMES))
+def test_bad_frame_closes_with_its_code(server: ServerThread, case: str) -> None:
+    frame, code = BAD_FRAMES[case]
+    conn_id = f"bad-{case}-{server.port}".replace(" ", "-")
+    with client(server, conn_id=conn_id) as ws:
+        ws.send(b"\x00" * 640)  # the fast path is in use when the bad frame comes
+        assert ws.recv(timeout=5) == b"\x00" * 640
+        assert on_fast_path(server, conn_id) == is_fast(server)
+        ws.socket.sendall(frame)
+        assert close_code(ws) == code
+    deadline = time.monotonic() + 5
+    while conn_id not in DISCONNECTS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert DISCONNECTS.get(conn_id) == code  # the app heard it too
+
+
+# ---- closing handshake ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [1000, 4001])
+def test_client_closes(server: ServerThread, code: int) -> None:
+    conn_id = f"client-close-{code}-{server.port}"
+    with client(server, conn_id=conn_id) as ws:
+        ws.send(b"\x00" * 640)
+        ws.recv(timeout=5)
+        ws.close(code, "done")
+    assert ws.protocol.close_rcvd is not None
+    assert ws.protocol.close_rcvd.code == code  # the server echoed the close frame
+    deadline = time.monotonic() + 5
+    while conn_id not in DISCONNECTS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert DISCONNECTS.get(conn_id) == code
+
+
+def test_server_closes(server: ServerThread) -> None:
+    with client(server) as ws:
+        ws.send("close:4000")
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        rcvd, sent = ws.protocol.close_rcvd, ws.protocol.close_sent
+        assert rcvd is not None and (rcvd.code, rcvd.reason) == (4000, "bye")
+        assert sent is not None and sent.code == 4000  # the client's echo completed it
+
+
+def test_frames_before_the_101(server: ServerThread) -> None:
+    """A client that does not wait for the 101 (RFC 6455 4.1) is still served, by the
+    library's path (/late accepts after 0.3 s; bytes in the request's own segment are
+    dropped by uvicorn's HTTP parser, with either protocol)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(
+            b"GET /late HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        time.sleep(0.1)
+        sock.sendall(raw(1, b"early"))
+        sock.settimeout(5)
+        got = b""
+        while b"early" not in got:
+            got += sock.recv(4096)
+        assert got.startswith(b"HTTP/1.1 101")
+        sock.sendall(raw(2, b"later"))
+        while b"later" not in got:
+            got += sock.recv(4096)
+        (proto,) = [p for p in protocols(server) if p.scope["path"] == "/late"]
+        if isinstance(proto, FastWebSocketProtocol):
+            assert not proto.fast  # the library's path for this one
+
+
+# ---- backpressure -----------------------------------------------------------------------------
+
+
+def test_unread_messages_pause_reading(server: ServerThread) -> None:
+    """An app that reads nothing: the server stops reading the socket with a bounded queue
+    (the client's writes then back up in TCP); once it reads, everything arrives in order."""
+    GATE.clear()
+    n = 3000
+    frames = b"".join(raw(2, struct.pack("!I", i) + bytes(996)) for i in range(n))
+    with client(server, "/slow") as ws:
+        sender = threading.Thread(target=ws.socket.sendall, args=(frames,), daemon=True)
+        sender.start()
+        time.sleep(1.0)
+        (proto,) = [p for p in protocols(server) if p.scope["path"] == "/slow"]
+        queued = len(proto.inbox.items) if hasattr(proto, "inbox") else proto.queue.qsize()
+        assert proto.read_paused
+        assert 0 < queued < 600  # a read's worth past the limit at most, never all 3000
+        GATE.set()
+        for i in range(n):
+            assert ws.recv(timeout=10)[:4] == struct.pack("!I", i)
+        sender.join(5)
+        assert not proto.read_paused
