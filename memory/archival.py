@@ -8,6 +8,7 @@ picked up: new rows incrementally by `seq`, a full reload only after a foreign d
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,7 +129,8 @@ class ArchivalStore:
         cached, qvec = await asyncio.gather(
             self._index(agent_id), self._embed_query(agent_id, query)
         )
-        hits = cached.index.search(
+        scan = functools.partial(
+            cached.index.search,
             qvec,
             top_k,
             tags=list(tags) if tags else None,
@@ -136,6 +138,11 @@ class ArchivalStore:
             start=start.timestamp() if start else None,
             end=end.timestamp() if end else None,
         )
+        if len(cached.index) <= cached.index.exact_below:
+            hits = scan()  # well under a millisecond
+        else:  # milliseconds (~5 at 100k rows): off the event loop; loads wait for it
+            async with self._locks.setdefault(agent_id, asyncio.Lock()):
+                hits = await asyncio.to_thread(scan)
         return [cached.rows[h.passage_id].model_copy(update={"score": h.score}) for h in hits]
 
     async def _embed_query(self, agent_id: str, query: str) -> np.ndarray:

@@ -13,12 +13,15 @@ per row. A relative margin (1e-4·‖q‖·‖v‖) covers float32 rounding: of 
 and queries whose largest component is outside [1e-15, 1e15] (not embeddings: float32 would
 underflow or overflow) get an infinite bound, i.e. are always re-scored exactly.
 
-Codes are stored transposed, in column blocks of BLOCK rows (the last block grows by
-doubling): onnxruntime wants a contiguous (dim, rows) right operand. The query codes are 7-bit
-([-63, 63], offset by 64 to uint8 [1, 127]) so that a pair of uint8·int8 products stays inside
-int16: kernels without VNNI (vpmaddubsw saturates) give exact integer dots too. `session()`
-checks exactness on extreme codes once; where it fails the caller scans exactly instead. The
-offset is taken out with each row's code sum (a zero-point input makes the kernel 3× slower).
+Codes are stored row-major as uint8 (code + 127, in [0, 254]), in blocks of BLOCK rows (the
+last block grows by doubling), and form the left operand of onnxruntime's MatMulInteger with the
+query codes as a one-column int8 right operand: the uint8 × int8 kernel then streams the rows
+without repacking them (the other way round, the (dim, rows) operand is packed on every call,
+about 8× slower at 100k rows). The query codes are 7-bit ([-63, 63]) so that a pair of
+uint8·int8 products stays inside int16: kernels without VNNI (vpmaddubsw saturates) give exact
+integer dots too. `session()` checks exactness on extreme codes once; where it fails the caller
+scans exactly instead. The row offset comes out as 127 × the query's code sum, one number per
+query.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from memory import onnx_graph
 BLOCK = 32768
 ROW_LEVELS = 127
 QUERY_LEVELS = 63
-QUERY_OFFSET = 64
+ROW_OFFSET = 127
 MARGIN = 1e-4
 SAFE_MIN, SAFE_MAX = 1e-15, 1e15
 _state: dict[str, Any] = {}
@@ -49,16 +52,16 @@ def session() -> Any:
         if "session" not in _state:
             sess = onnx_graph.session(
                 "MatMulInteger",
-                [("q", onnx_graph.UINT8, [1, "dim"]), ("codes", onnx_graph.INT8, ["dim", "rows"])],
-                ("y", onnx_graph.INT32, [1, "rows"]),
+                [("codes", onnx_graph.UINT8, ["rows", "dim"]), ("q", onnx_graph.INT8, ["dim", 1])],
+                ("y", onnx_graph.INT32, ["rows", 1]),
             )
             rng = np.random.default_rng(0)
-            q = np.full((1, 384), QUERY_LEVELS + QUERY_OFFSET, dtype=np.uint8)
-            q[0, 1::3] = 1
-            codes = rng.choice([-ROW_LEVELS, ROW_LEVELS], (384, 64)).astype(np.int8)
-            codes[:, 0], codes[:, 1] = ROW_LEVELS, -ROW_LEVELS
-            exact = q.astype(np.int64) @ codes.astype(np.int64)
-            if not np.array_equal(sess.run(None, {"q": q, "codes": codes})[0], exact):
+            q = np.full((384, 1), QUERY_LEVELS, dtype=np.int8)
+            q[1::3] = -QUERY_LEVELS
+            codes = rng.choice([0, 2 * ROW_LEVELS], (64, 384)).astype(np.uint8)
+            codes[0], codes[1] = 2 * ROW_LEVELS, 0
+            exact = codes.astype(np.int64) @ q.astype(np.int64)
+            if not np.array_equal(sess.run(None, {"codes": codes, "q": q})[0], exact):
                 log.warning("onnxruntime's int8 products are not exact here: exact scans only")
                 sess = None
             _state["session"] = sess
@@ -66,14 +69,13 @@ def session() -> Any:
 
 
 class Int8Codes:
-    """Per row: int8 codes (transposed blocks), scale, code sum, ‖v − ṽ‖ (+ margin), ‖ṽ‖."""
+    """Per row: uint8 codes (code + 127, row-major blocks), scale, ‖v − ṽ‖ (+ margin), ‖ṽ‖."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._blocks: list[np.ndarray] = []
         self._n = 0
         self._scale = np.zeros(0, dtype=np.float32)
-        self._code_sum = np.zeros(0, dtype=np.int32)
         self._err = np.zeros(0, dtype=np.float32)
         self._norm = np.zeros(0, dtype=np.float32)
 
@@ -83,15 +85,15 @@ class Int8Codes:
         end = self._n + len(vectors)
         if end > len(self._scale):
             cap = max(end, 2 * len(self._scale))
-            for name in ("_scale", "_code_sum", "_err", "_norm"):
+            for name in ("_scale", "_err", "_norm"):
                 old = getattr(self, name)
                 setattr(self, name, np.concatenate([old, np.zeros(cap - len(old), old.dtype)]))
         done = 0
         while self._n < end:
-            index, col = divmod(self._n, BLOCK)
-            take = min(end - self._n, BLOCK - col, 4096)
-            block = self._block(index, col + take)
-            self._quantize(vectors[done : done + take], block[:, col : col + take])
+            index, row = divmod(self._n, BLOCK)
+            take = min(end - self._n, BLOCK - row, 4096)
+            block = self._block(index, row + take)
+            self._quantize(vectors[done : done + take], block[row : row + take])
             done += take
             self._n += take
 
@@ -107,20 +109,19 @@ class Int8Codes:
         err = np.where(safe, np.linalg.norm(v - deq, axis=1), np.inf)
         rows = slice(self._n, self._n + len(v))
         self._scale[rows] = scale
-        self._code_sum[rows] = codes.sum(axis=1)
         self._err[rows] = err + MARGIN * (norm + err)
         self._norm[rows] = norm
-        out[:] = codes.T
+        out[:] = codes + ROW_OFFSET
 
-    def _block(self, index: int, width: int) -> np.ndarray:
-        """Block `index`, at least `width` columns wide (the blocks before it are full)."""
+    def _block(self, index: int, height: int) -> np.ndarray:
+        """Block `index`, at least `height` rows tall (the blocks before it are full)."""
         if index == len(self._blocks):
-            self._blocks.append(np.zeros((self.dim, 0), dtype=np.int8))
+            self._blocks.append(np.zeros((0, self.dim), dtype=np.uint8))
         block = self._blocks[index]
-        if width > block.shape[1]:
-            wider = np.zeros((self.dim, min(BLOCK, max(width, 64, 2 * block.shape[1]))), np.int8)
-            wider[:, : block.shape[1]] = block
-            block = self._blocks[index] = wider
+        if height > len(block):
+            taller = np.zeros((min(BLOCK, max(height, 64, 2 * len(block))), self.dim), np.uint8)
+            taller[: len(block)] = block
+            block = self._blocks[index] = taller
         return block
 
     def bounds(self, sess: Any, query: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -134,11 +135,14 @@ class Int8Codes:
         q_scale = amax / QUERY_LEVELS
         q_codes = np.clip(np.rint(q / q_scale), -QUERY_LEVELS, QUERY_LEVELS)
         q_err = float(np.linalg.norm(q - q_codes * q_scale)) * (1 + MARGIN)
-        q_u8 = (q_codes + QUERY_OFFSET).astype(np.uint8)[None, :]
+        q_i8 = q_codes.astype(np.int8)[:, None]
         n = self._n
-        parts = [sess.run(None, {"q": q_u8, "codes": b})[0][0] for b in self._blocks]
-        dots = np.concatenate(parts)[:n] if len(parts) > 1 else parts[0][:n]
-        dots -= QUERY_OFFSET * self._code_sum[:n]
+        parts = [
+            sess.run(None, {"codes": b[: n - i * BLOCK], "q": q_i8})[0][:, 0]
+            for i, b in enumerate(self._blocks)
+        ]
+        dots = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        dots -= ROW_OFFSET * int(q_codes.sum())
         approx = dots.astype(np.float32)
         approx *= self._scale[:n]
         approx *= np.float32(q_scale)
