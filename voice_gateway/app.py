@@ -161,9 +161,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # collector's reach: a full collection then scans only what calls create, instead of
         # pausing the event loop ~50-100 ms every few seconds (bench/voice_concurrency.py).
         gc.freeze()
+        before = gc.get_threshold()
+        gc.set_threshold(before[0], before[1], settings.gc_full_every)
         try:
             yield
         finally:
+            gc.set_threshold(*before)
             await close_gateway(gw)
 
     return Starlette(

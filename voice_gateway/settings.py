@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
     # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships
     ws_fast_path: bool = True
+    # A full garbage collection after this many middle-generation ones (10: CPython's default).
+    # Each pauses every call; fewer, longer ones hold more garbage (docs/operations.md)
+    gc_full_every: int = Field(10, ge=1)
 
     # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
     rate_limit_rps: float = Field(100.0, ge=0)  # REST requests/s; 0: off
