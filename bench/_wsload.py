@@ -23,6 +23,8 @@ from typing import Any, TypeVar, cast
 
 from websockets.speedups import apply_mask  # the C XOR the websockets package ships
 
+from voice_gateway.protocol.uvicorn_ws import payload_span
+
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
 _getrandbits = random.SystemRandom().getrandbits  # unpredictable keys, as RFC 6455 5.3 asks
@@ -127,15 +129,10 @@ class LoadCall(asyncio.Protocol):
                 raise WSError("the server masked a frame")
             if b0 & 0x70:
                 raise WSError("reserved bits set (no extension was negotiated)")
-            length, start = b1 & 0x7F, pos + 2
-            if length == 126:
-                if n - pos < 4:
-                    break
-                length, start = int.from_bytes(buf[pos + 2 : pos + 4], "big"), pos + 4
-            elif length == 127:
-                if n - pos < 10:
-                    break
-                length, start = int.from_bytes(buf[pos + 2 : pos + 10], "big"), pos + 10
+            span = payload_span(buf, pos, n)
+            if span is None:
+                break
+            length, start = span
             if n - start < length:
                 break
             pos = start + length

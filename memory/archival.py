@@ -46,6 +46,13 @@ class ArchivalStore:
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def _lock(self, agent_id: str) -> asyncio.Lock:
+        """Held while the agent's cached index grows or is scanned off the event loop."""
+        lock = self._locks.get(agent_id)
+        if lock is None:
+            lock = self._locks[agent_id] = asyncio.Lock()
+        return lock
+
     async def _agent_state(self, agent_id: str) -> tuple[str, int, int]:
         async with self.db.read() as s:
             row = (
@@ -141,7 +148,7 @@ class ArchivalStore:
         if len(cached.index) <= cached.index.exact_below:
             hits = scan()  # well under a millisecond
         else:  # milliseconds (~5 at 100k rows): off the event loop; loads wait for it
-            async with self._locks.setdefault(agent_id, asyncio.Lock()):
+            async with self._lock(agent_id):
                 hits = await asyncio.to_thread(scan)
         return [cached.rows[h.passage_id].model_copy(update={"score": h.score}) for h in hits]
 
@@ -156,7 +163,7 @@ class ArchivalStore:
         if cached and cached.version == version and cached.handle == handle:
             self._cache.move_to_end(agent_id)
             return cached
-        async with self._locks.setdefault(agent_id, asyncio.Lock()):
+        async with self._lock(agent_id):
             cached = self._cache.get(agent_id)
             if cached is None or cached.deletes != deletes or cached.handle != handle:
                 dim = self.embedder_for(handle).dim

@@ -17,7 +17,7 @@ Codes are stored row-major as uint8 (code + 127, in [0, 254]), in blocks of BLOC
 last block grows by doubling), and form the left operand of onnxruntime's MatMulInteger with the
 query codes as a one-column int8 right operand: the uint8 × int8 kernel then streams the rows
 without repacking them (the other way round, the (dim, rows) operand is packed on every call,
-about 8× slower at 100k rows). The query codes are 7-bit ([-63, 63]) so that a pair of
+about 7× slower at 100k rows). The query codes are 7-bit ([-63, 63]) so that a pair of
 uint8·int8 products stays inside int16: kernels without VNNI (vpmaddubsw saturates) give exact
 integer dots too. `session()` checks exactness on extreme codes once; where it fails the caller
 scans exactly instead. The row offset comes out as 127 × the query's code sum, one number per

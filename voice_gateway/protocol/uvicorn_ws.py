@@ -37,6 +37,24 @@ except ImportError:  # pragma: no cover - the wheels ship the C extension
     from websockets.utils import apply_mask
 
 _TEXT, _BINARY = 0x81, 0x82  # FIN + opcode, RSV bits clear
+
+
+def payload_span(data: bytes | bytearray, pos: int, n: int) -> tuple[int, int] | None:
+    """The payload length and the offset after the length field (RFC 6455 5.2) of the frame
+    whose header starts at `pos` (2 bytes there at least); None while the length field is not
+    all in `data[:n]` yet."""
+    length, start = data[pos + 1] & 0x7F, pos + 2
+    if length == 126:
+        if n - pos < 4:
+            return None
+        return int.from_bytes(data[pos + 2 : pos + 4], "big"), pos + 4
+    if length == 127:
+        if n - pos < 10:
+            return None
+        return int.from_bytes(data[pos + 2 : pos + 10], "big"), pos + 10
+    return length, start
+
+
 _MAX_HEAD = 65536  # request heads are smaller (the library refuses bigger ones anyway)
 
 
@@ -130,15 +148,10 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
                 self._leave(data[pos:])
                 return
             b0, b1 = data[pos], data[pos + 1]
-            length, start = b1 & 0x7F, pos + 2
-            if length == 126:
-                if n - pos < 4:
-                    break
-                length, start = int.from_bytes(data[pos + 2 : pos + 4], "big"), pos + 4
-            elif length == 127:
-                if n - pos < 10:
-                    break
-                length, start = int.from_bytes(data[pos + 2 : pos + 10], "big"), pos + 10
+            span = payload_span(data, pos, n)
+            if span is None:
+                break
+            length, start = span
             if not b1 & 0x80 or b0 & 0x70 or (limit is not None and length > limit):
                 self._leave(data[pos:])  # unmasked, RSV bits, too big: the library fails it
                 return
