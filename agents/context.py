@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import operator
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,16 +37,23 @@ TEXT = Mode("text")
 
 
 class PromptCache:
-    """Compiled system prompts, rebuilt only when a block version or the agent changes."""
+    """Compiled system prompts per agent, mode and caller (each caller sees their own blocks),
+    rebuilt only when a block (id, version) or the agent changes; least recently used first
+    out beyond `max_entries`."""
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], tuple[tuple[Any, ...], str]] = {}
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._cache: OrderedDict[tuple[str, str, str | None], tuple[tuple[Any, ...], str]] = (
+            OrderedDict()
+        )
+        self.max_entries = max_entries
         self.builds = 0
 
-    def get(self, agent: AgentData, mode: Mode) -> str:
-        key = (agent.updated_at, agent.system, tuple((b.label, b.version) for b in agent.blocks))
-        hit = self._cache.get((agent.id, mode.name))
+    def get(self, agent: AgentData, mode: Mode, identity_id: str | None = None) -> str:
+        key = (agent.updated_at, agent.system, tuple((b.id, b.version) for b in agent.blocks))
+        slot = (agent.id, mode.name, identity_id)
+        hit = self._cache.get(slot)
         if hit and hit[0] == key:
+            self._cache.move_to_end(slot)
             return hit[1]
         self.builds += 1
         base = mode.system if mode.system is not None else (agent.system or DEFAULT_SYSTEM)
@@ -54,7 +62,10 @@ class PromptCache:
             parts.append(mode.prompt.strip())
         parts.append(compile_blocks(agent.blocks))
         text = "\n\n".join(parts)
-        self._cache[(agent.id, mode.name)] = (key, text)
+        self._cache[slot] = (key, text)
+        self._cache.move_to_end(slot)
+        while len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
         return text
 
     def forget(self, agent_id: str) -> None:

@@ -32,7 +32,7 @@ from agents.tools.registry import Tool, ToolRegistry
 from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
 from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
-from memory.orm import new_id
+from memory.orm import default_conversation_id, new_id
 from memory.service import Memory
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class LoopConfig:
 class TurnInput:
     text: str
     mode: Mode = TEXT
-    conversation_id: str | None = None
+    conversation_id: str | None = None  # None: the agent's default conversation
+    identity_id: str | None = None  # runs that store nothing (sleeptime): whose blocks to see
     turn_id: str | None = None
     source: Source = "text"
     notes: list[str] = field(default_factory=list)  # e.g. "caller pressed 1"
@@ -67,6 +68,9 @@ class _Run:
     agent: AgentData
     inp: TurnInput
     turn_id: str
+    conversation_id: str
+    identity_id: str | None = None
+    messages_version: int | None = None
     started_at: object = field(default_factory=utc_now)
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
@@ -82,7 +86,8 @@ class _Run:
             id=new_id("message"),
             agent_id=self.agent.id,
             role=role,
-            conversation_id=self.inp.conversation_id,
+            conversation_id=self.conversation_id,
+            identity_id=self.identity_id,
             turn_id=self.turn_id,
             **kw,
         )
@@ -120,12 +125,15 @@ class AgentLoop:
         return self.tools_for(agent, mode, [custom_tool(r, self.sandbox) for r in rows])
 
     async def run(self, agent_id: str, inp: TurnInput) -> AsyncGenerator[AgentEvent, None]:
-        """Run one turn. Consume with `contextlib.aclosing` so cancellation persists promptly."""
+        """Run one turn of a conversation (`inp.conversation_id`, default: the agent's default
+        conversation). Turns of one conversation take turns (its lock); turns of different
+        conversations of one agent run in parallel. Consume with `contextlib.aclosing` so
+        cancellation persists promptly."""
+        conv_id = inp.conversation_id or default_conversation_id(agent_id)
         # runs that store no messages (sleeptime) need not wait for a live turn
-        lock = self.locks.hold(agent_id) if inp.mode.persist else nullcontext()
+        lock = self.locks.hold(conv_id) if inp.mode.persist else nullcontext()
         async with lock:
-            agent = await self.memory.agents.get(agent_id)
-            run = _Run(agent=agent, inp=inp, turn_id=inp.turn_id or new_id("turn"))
+            run = await self._start(agent_id, conv_id, inp)
             try:
                 async for event in self._steps(run):
                     yield event
@@ -139,6 +147,14 @@ class AgentLoop:
                 log.exception("agent %s: turn failed", agent_id)
                 yield await self._stop(run, "error", f"{type(exc).__name__}: {exc}")
 
+    async def _start(self, agent_id: str, conv_id: str, inp: TurnInput) -> _Run:
+        turn_id = inp.turn_id or new_id("turn")
+        if not inp.mode.persist and inp.conversation_id is None:
+            agent = await self.memory.agents.get(agent_id, identity_id=inp.identity_id)
+            return _Run(agent, inp, turn_id, conv_id, inp.identity_id)
+        agent, conv = await self.memory.turn_state(agent_id, conv_id)
+        return _Run(agent, inp, turn_id, conv.id, conv.identity_id, conv.messages_version)
+
     async def _steps(self, run: _Run) -> AsyncIterator[AgentEvent]:
         """Steps until the model stops calling tools. The input messages are stored with the
         first step's messages, and each step's assistant message with its tool results, in one
@@ -150,7 +166,7 @@ class AgentLoop:
         history: list[MessageData] = []
         if inp.mode.history:
             history = order_context(
-                await self.memory.messages.in_context(agent.id, agent.messages_version)
+                await self.memory.messages.in_context(run.conversation_id, run.messages_version)
             )
         run.unsaved = [run.new_message("user", content=n, kind="note") for n in inp.notes]
         run.unsaved.append(run.new_message("user", content=inp.text))
@@ -160,7 +176,8 @@ class AgentLoop:
             agent=agent,
             actor="sleeptime" if inp.mode.name == "sleeptime" else "agent",
             user_text=inp.text,
-            conversation_id=inp.conversation_id,
+            conversation_id=run.conversation_id,
+            identity_id=run.identity_id,
             turn_id=run.turn_id,
             source_event_id=inp.source_event_id,
             staged=inp.staged,
@@ -168,7 +185,7 @@ class AgentLoop:
         max_steps = inp.max_steps or self.config.max_steps
         for step in range(max_steps):
             run.steps = step + 1
-            context, messages = await self._prompt(agent, inp.mode, context, provider, model)
+            context, messages = await self._prompt(run, context, provider, model)
             req = LLMRequest(
                 model=model,
                 messages=messages,
@@ -220,25 +237,33 @@ class AgentLoop:
 
     async def _prompt(
         self,
-        agent: AgentData,
-        mode: Mode,
+        run: _Run,
         context: list[MessageData],
         provider: LLMProvider,
         model: str,
     ) -> tuple[list[MessageData], list[dict[str, Any]]]:
         """The step's context (summarized when over the token budget) and its request
-        messages; the history's conversion is extended from the agent's previous step."""
-        text = self.prompts.get(agent, mode)
+        messages; the history's conversion is extended from the conversation's previous step."""
+        agent, mode = run.agent, run.inp.mode
+        text = self.prompts.get(agent, mode, run.identity_id)
         system: dict[str, Any] = {"role": "system", "content": text}
         if not mode.history:
             return context, [system, *to_openai(context)]
         budget = agent.context_window or self.config.context_token_budget
-        compiled = self.contexts.compile(agent.id, context)
+        compiled = self.contexts.compile(run.conversation_id, context)
         fitted = await self.summarizer.fit(
-            agent, text, context, budget, provider, model, tokens=compiled.tokens
+            agent,
+            run.conversation_id,
+            text,
+            context,
+            budget,
+            provider,
+            model,
+            tokens=compiled.tokens,
+            identity_id=run.identity_id,
         )
         if fitted is not context:
-            compiled = self.contexts.compile(agent.id, fitted)
+            compiled = self.contexts.compile(run.conversation_id, fitted)
         return fitted, [system, *compiled.openai]
 
     async def _stream(
@@ -309,7 +334,8 @@ class AgentLoop:
         return TranscriptEvent(
             event_id=new_id("evt"),
             agent_id=run.agent.id,
-            conversation_id=run.inp.conversation_id,
+            conversation_id=run.conversation_id,
+            identity_id=run.identity_id,
             turn_id=run.turn_id,
             source=run.inp.source,
             user_text=run.inp.text,

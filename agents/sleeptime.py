@@ -27,7 +27,13 @@ from agents.loop import AgentLoop, TurnInput
 from agents.tools import SLEEPTIME_TOOLS
 from agents.tools.staging import StagedMemory
 from memory.models import BlockData, Conflict, NotFound, TranscriptEvent
-from memory.orm import Agent, ProcessedEvent, SleeptimeState, utcnow
+from memory.orm import (
+    Agent,
+    ProcessedEvent,
+    SleeptimeState,
+    default_conversation_id,
+    utcnow,
+)
 from memory.service import Memory
 
 log = logging.getLogger(__name__)
@@ -116,10 +122,18 @@ class SleeptimeAgent:
                     event.agent_id,
                 )
                 return Result("unknown_agent")
-            state = await s.get(SleeptimeState, event.agent_id, with_for_update=True)
+            if not _remembered(event):
+                s.add(ProcessedEvent(event_id=event.event_id, agent_id=event.agent_id))
+                return Result("skipped")
+            key = (event.agent_id, event.identity_id or "")
+            state = await s.get(SleeptimeState, key, with_for_update=True)
             if state is None:
                 state = SleeptimeState(
-                    agent_id=event.agent_id, pending_turns=0, pending_events=[], runs=0
+                    agent_id=event.agent_id,
+                    identity_id=event.identity_id or "",
+                    pending_turns=0,
+                    pending_events=[],
+                    runs=0,
                 )
                 s.add(state)
             pending = _pending_with(state, event)
@@ -167,7 +181,11 @@ class SleeptimeAgent:
         rows = []
         for text, tags in staged.passages:  # embeddings are computed before the transaction
             rows += await self.memory.archival.prepare(
-                event.agent_id, [text], tags, source_event_id=event.event_id
+                event.agent_id,
+                [text],
+                tags,
+                source_event_id=event.event_id,
+                identity_id=event.identity_id,  # a caller's memories are theirs alone
             )
         if self.test_pause_s:
             log.info("sleeptime: test pause before committing the rewrite of %s", event.event_id)
@@ -177,14 +195,15 @@ class SleeptimeAgent:
         async with self.memory.db.write() as s:
             if await s.get(ProcessedEvent, event.event_id) is not None:
                 return Result("duplicate")
-            state = await s.get(SleeptimeState, event.agent_id, with_for_update=True)
+            key = (event.agent_id, event.identity_id or "")
+            state = await s.get(SleeptimeState, key, with_for_update=True)
             if state is None:
-                return None  # deleted with its agent
+                return None  # deleted with its agent (or the caller was erased)
             for label, value in staged.blocks.items():
                 if value == staged.original.get(label):
                     continue  # edited back to what it was
                 block = await self.memory.blocks.write_in(
-                    s, event.agent_id, label, staged.base[label], value, actor="sleeptime"
+                    s, staged.ids[label], staged.base[label], value, actor="sleeptime"
                 )
                 if block is None:
                     raise _BlockMoved(label)
@@ -219,12 +238,17 @@ class SleeptimeAgent:
     async def _rewrite(
         self, event: TranscriptEvent, pending: list[dict[str, Any]]
     ) -> tuple[str, StagedMemory]:
-        blocks = await self.memory.blocks.all(event.agent_id)
+        caller = event.identity_id
+        if caller is not None:
+            await self.memory.blocks.ensure_caller_copies(event.agent_id, caller)
+        blocks = await self.memory.blocks.all(event.agent_id, caller)
         staged = StagedMemory(original={b.label: b.value for b in blocks})
         editable = [
             b.label
             for b in blocks
-            if not b.read_only and (b.label == "human" or b.sleeptime_editable)
+            if not b.read_only
+            and (b.label == "human" or b.sleeptime_editable)
+            and (caller is None or b.identity_id == caller)  # a caller's own blocks only
         ]
         now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         text = (
@@ -239,6 +263,7 @@ class SleeptimeAgent:
             max_steps=6,
             model=self.model,
             staged=staged,
+            identity_id=caller,
         )
         stop = "error"
         async with aclosing(self.loop.run(event.agent_id, inp)) as events:
@@ -248,6 +273,15 @@ class SleeptimeAgent:
                     if ev.error:
                         raise RuntimeError(f"sleeptime run failed: {ev.error}")
         return stop, staged
+
+
+def _remembered(event: TranscriptEvent) -> bool:
+    """Turns of a caller rewrite that caller's memory; turns without a caller only in the
+    agent's default conversation (its owner's, single-user mode). Anonymous calls are not
+    remembered: their words would otherwise reach every later caller's prompt."""
+    if event.identity_id is not None or event.conversation_id is None:
+        return True
+    return event.conversation_id == default_conversation_id(event.agent_id)
 
 
 class _BlockMoved(Exception):

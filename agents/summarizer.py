@@ -32,6 +32,7 @@ class Summarizer:
     async def fit(
         self,
         agent: AgentData,
+        conversation_id: str,
         system: str,
         context: list[MessageData],
         budget: int,
@@ -39,6 +40,7 @@ class Summarizer:
         model: str,
         *,
         tokens: int | None = None,
+        identity_id: str | None = None,
     ) -> list[MessageData]:
         """Return `context` unchanged when it fits `budget` tokens, else summary + recent.
         `tokens`: the sum of `message_tokens` over `context` if the caller has it already."""
@@ -54,14 +56,20 @@ class Summarizer:
             return context
         text = await self._summarize(old, provider, model)
         summary = MessageData(
-            id=new_id("message"), agent_id=agent.id, role="user", kind="summary", content=text
+            id=new_id("message"),
+            agent_id=agent.id,
+            conversation_id=conversation_id,
+            identity_id=identity_id,
+            role="user",
+            kind="summary",
+            content=text,
         )
         # the summary replaces the old messages in one transaction
         await self.memory.messages.append([summary], evict_upto=max(m.seq or 0 for m in old))
         self.runs += 1
         log.info(
-            "agent %s: summarized %d messages (%d tokens over budget)",
-            agent.id,
+            "conversation %s: summarized %d messages (%d tokens over budget)",
+            conversation_id,
             len(old),
             used - budget,
         )

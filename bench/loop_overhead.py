@@ -29,6 +29,7 @@ from agents.llm import LLMChunk, LLMProvider, LLMRegistry, LLMRequest, ToolCallD
 from agents.loop import AgentLoop, TurnInput
 from agents.tools.registry import ToolContext, ToolRegistry
 from memory.models import BlockSpec
+from memory.orm import default_conversation_id
 from memory.service import Memory
 
 TOOLS = ToolRegistry()
@@ -106,7 +107,7 @@ async def run_backend(url: str, turns: int, persist: bool = True) -> dict[str, o
             await consume(provider, "please use the tool")
             await consume(provider, "again")
         samples["baseline"].append(t.ms)
-    in_context = len(await memory.messages.in_context(agent.id))
+    in_context = len(await memory.messages.in_context(default_conversation_id(agent.id)))
     await memory.close()
     per_step = [
         (a + b - c) / (steps["text"] + steps["tool"])

@@ -9,10 +9,19 @@ from typing import Any
 
 from sqlalchemy import delete, select, tuple_
 
-from memory.blocks import BlockStore
+from memory.blocks import BlockStore, resolve_view
 from memory.db import Database
 from memory.models import AgentData, BlockData, BlockSpec, NotFound
-from memory.orm import Agent, Block, Conversation, User, new_id, utcnow
+from memory.orm import (
+    Agent,
+    Block,
+    BlockAgent,
+    Conversation,
+    User,
+    default_conversation_id,
+    new_id,
+    utcnow,
+)
 from memory.raw import Codec, Row, Stmt
 
 AGENT_FIELDS = {
@@ -32,10 +41,20 @@ AGENT_FIELDS = {
 
 AGENTS = Codec(Agent.__table__)  # type: ignore[arg-type]
 BLOCKS = Codec(Block.__table__)  # type: ignore[arg-type]
-# the agent and its blocks in one statement: one snapshot, one thread hop / round trip
+# the agent and the blocks a caller's turn sees in one statement: one snapshot, one thread
+# hop / round trip. Its own agent-wide blocks and templates, the caller's own copies (an
+# identity of NULL matches none), and the shared blocks attached to it.
 _GET = (
     f"SELECT {AGENTS.columns('a')}, {BLOCKS.columns('b', 'b_')} FROM agents a "
-    "LEFT JOIN blocks b ON b.agent_id = a.id WHERE a.id = ?"
+    "LEFT JOIN blocks b ON b.agent_id = a.id AND (b.identity_id IS NULL OR b.identity_id = ?) "
+    "WHERE a.id = ? UNION ALL "
+    f"SELECT {AGENTS.columns('a')}, {BLOCKS.columns('b', 'b_')} FROM agents a "
+    "JOIN blocks_agents ba ON ba.agent_id = a.id JOIN blocks b ON b.id = ba.block_id "
+    "WHERE a.id = ?"
+)
+
+_GET_IN = _GET.replace(
+    "b.identity_id = ?", "b.identity_id = (SELECT identity_id FROM conversations WHERE id = ?)"
 )
 
 
@@ -57,15 +76,42 @@ class AgentStore:
             s.add(Agent(id=agent_id, user_id=user_id, **values))
             await s.flush()
             BlockStore.add_specs(s, agent_id, blocks)
+            s.add(
+                Conversation(
+                    id=default_conversation_id(agent_id),
+                    agent_id=agent_id,
+                    user_id=user_id,
+                    source="text",
+                )
+            )
         return await self.get(agent_id)
 
+    @staticmethod
+    def get_stmt(agent_id: str, identity_id: str | None = None) -> Stmt:
+        """The agent read of `get` as a statement, for a batch with others."""
+        return Stmt(_GET, (identity_id, agent_id, agent_id), returns=True)
+
+    @staticmethod
+    def get_stmt_in(agent_id: str, conversation_id: str) -> Stmt:
+        """`get_stmt` for the caller of `conversation_id` (a subquery: one statement)."""
+        return Stmt(_GET_IN, (conversation_id, agent_id, agent_id), returns=True)
+
     async def get(
-        self, agent_id: str, *, user_id: str | None = None, scoped: bool = False
+        self,
+        agent_id: str,
+        *,
+        user_id: str | None = None,
+        scoped: bool = False,
+        identity_id: str | None = None,
     ) -> AgentData:
-        """Return the agent with its blocks. With `scoped`, only if it belongs to `user_id`."""
-        (rows,) = await self.db.batch([Stmt(_GET, (agent_id,), returns=True)])
+        """Return the agent with the blocks `identity_id`'s turns see (None: no caller, the
+        agent's own blocks). With `scoped`, only if it belongs to `user_id`."""
+        (rows,) = await self.db.batch([self.get_stmt(agent_id, identity_id)])
         if not rows or (scoped and rows[0]["user_id"] != user_id):
             raise NotFound("agent", agent_id)
+        return self.decode(rows)
+
+    def decode(self, rows: list[Row]) -> AgentData:
         return _decode_agent(rows, self.db.is_sqlite)
 
     async def page(
@@ -106,11 +152,16 @@ class AgentStore:
             if ids:
                 bq = (
                     select(Block)
-                    .where(Block.agent_id.in_(ids))
+                    .where(Block.agent_id.in_(ids), Block.identity_id.is_(None))
                     .order_by(Block.created_at, Block.label)
                 )
                 for b in await s.scalars(bq):
-                    blocks[b.agent_id].append(BlockData.model_validate(b))
+                    blocks[str(b.agent_id)].append(BlockData.model_validate(b))
+                shared = select(BlockAgent.agent_id, Block).join(
+                    Block, Block.id == BlockAgent.block_id
+                )
+                for agent_id, b in await s.execute(shared.where(BlockAgent.agent_id.in_(ids))):
+                    blocks[agent_id].append(BlockData.model_validate(b))
             return [_agent_data(r, blocks[r.id]) for r in rows]
 
     async def update(self, agent_id: str, **fields: Any) -> AgentData:
@@ -133,27 +184,6 @@ class AgentStore:
     async def exists(self, agent_id: str) -> bool:
         async with self.db.read() as s:
             return await s.scalar(select(Agent.id).where(Agent.id == agent_id)) is not None
-
-    async def open_conversation(
-        self, agent_id: str, conversation_id: str | None, source: str
-    ) -> str:
-        """Resume `conversation_id` if it belongs to the agent, else start a new one."""
-        async with self.db.write() as s:
-            if conversation_id:
-                row = await s.get(Conversation, conversation_id)
-                if row is not None and row.agent_id == agent_id:
-                    row.last_active_at = utcnow()
-                    return row.id
-                # an unknown id chosen by the client (e.g. a platform call id) is adopted
-                new = (
-                    conversation_id
-                    if row is None and len(conversation_id) <= 64
-                    else new_id("conv")
-                )
-            else:
-                new = new_id("conv")
-            s.add(Conversation(id=new, agent_id=agent_id, source=source))
-            return new
 
 
 class UserStore:
@@ -180,7 +210,7 @@ def _decode_agent(rows: list[Row], sqlite: bool) -> AgentData:
     data["metadata"] = data["metadata"] or {}
     blocks = [BLOCKS.decode(r, sqlite=sqlite, prefix="b_") for r in rows if r["b_id"] is not None]
     blocks.sort(key=lambda b: (b["created_at"], b["label"]))
-    data["blocks"] = [BlockData.model_validate(b) for b in blocks]
+    data["blocks"] = resolve_view([BlockData.model_validate(b) for b in blocks])
     return AgentData.model_validate(data)
 
 

@@ -74,9 +74,15 @@ class ArchivalStore:
         *,
         created_at: datetime | None = None,
         source_event_id: str | None = None,
+        identity_id: str | None = None,
     ) -> list[PassageData]:
         rows = await self.prepare(
-            agent_id, texts, tags, created_at=created_at, source_event_id=source_event_id
+            agent_id,
+            texts,
+            tags,
+            created_at=created_at,
+            source_event_id=source_event_id,
+            identity_id=identity_id,
         )
         async with self.db.write() as s:
             await self.add_prepared(s, agent_id, rows)
@@ -90,8 +96,10 @@ class ArchivalStore:
         *,
         created_at: datetime | None = None,
         source_event_id: str | None = None,
+        identity_id: str | None = None,
     ) -> list[Passage]:
-        """Embed passages (outside any transaction); `add_prepared` stores them."""
+        """Embed passages (outside any transaction); `add_prepared` stores them. With
+        `identity_id` a passage is that caller's own (only their searches find it)."""
         handle, _, _ = await self._agent_state(agent_id)
         if not texts:
             return []
@@ -105,6 +113,7 @@ class ArchivalStore:
                 embedding=vectors[i].astype(np.float32).tobytes(),
                 embedding_handle=handle,
                 source_event_id=source_event_id,
+                identity_id=identity_id,
                 created_at=created_at or utcnow(),
             )
             for i, text in enumerate(texts)
@@ -132,7 +141,9 @@ class ArchivalStore:
         match_all_tags: bool = False,
         start: datetime | None = None,
         end: datetime | None = None,
+        identity_id: str | None = None,
     ) -> list[PassageData]:
+        """Agent-wide passages and, with `identity_id`, that caller's own."""
         cached, qvec = await asyncio.gather(
             self._index(agent_id), self._embed_query(agent_id, query)
         )
@@ -144,6 +155,7 @@ class ArchivalStore:
             match_all_tags=match_all_tags,
             start=start.timestamp() if start else None,
             end=end.timestamp() if end else None,
+            owner=identity_id,
         )
         if len(cached.index) <= cached.index.exact_below:
             hits = scan()  # well under a millisecond
@@ -199,6 +211,7 @@ class ArchivalStore:
             vectors.reshape(len(rows), -1),
             [r.created_at.timestamp() for r in rows],
             [list(r.tags or []) for r in rows],
+            [r.identity_id for r in rows],
         )
         for r in rows:
             cached.rows[r.id] = PassageData.model_validate(r)

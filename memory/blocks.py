@@ -6,7 +6,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
@@ -19,7 +20,7 @@ from memory.models import (
     LimitExceeded,
     NotFound,
 )
-from memory.orm import Block, BlockHistory, new_id, utcnow
+from memory.orm import Block, BlockAgent, BlockHistory, new_id, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -40,34 +41,71 @@ class BlockStore:
                 raise LimitExceeded(
                     f"block '{spec.label}' value is {len(spec.value)} chars, limit {spec.limit}"
                 )
+            values = spec.model_dump(exclude={"scope"})
             session.add(
-                Block(id=new_id("block"), agent_id=agent_id, version=1, **spec.model_dump())
+                Block(
+                    id=new_id("block"),
+                    agent_id=agent_id,
+                    version=1,
+                    scope=spec.resolved_scope(),
+                    **values,
+                )
             )
 
-    async def all(self, agent_id: str) -> list[BlockData]:
+    async def all(self, agent_id: str, identity_id: str | None = None) -> list[BlockData]:
+        """The agent's blocks as `identity_id`'s turns see them: agent-wide blocks, attached
+        shared blocks, and the caller's own copy in place of each caller template."""
         async with self.db.read() as s:
-            rows = await s.scalars(
-                select(Block)
-                .where(Block.agent_id == agent_id)
-                .order_by(Block.created_at, Block.label)
-            )
-            return [BlockData.model_validate(r) for r in rows]
+            rows = await s.scalars(_visible(agent_id, identity_id))
+            return resolve_view([BlockData.model_validate(r) for r in rows])
 
-    async def get(self, agent_id: str, label: str) -> BlockData:
-        async with self.db.read() as s:
-            row = await s.scalar(
-                select(Block).where(Block.agent_id == agent_id, Block.label == label)
-            )
-            if row is None:
-                raise NotFound("block", label)
-            return BlockData.model_validate(row)
+    async def get(self, agent_id: str, label: str, identity_id: str | None = None) -> BlockData:
+        for b in await self.all(agent_id, identity_id):
+            if b.label == label:
+                return b
+        raise NotFound("block", label)
 
-    async def versions(self, agent_id: str) -> dict[str, int]:
+    async def versions(self, agent_id: str, identity_id: str | None = None) -> dict[str, int]:
+        return {b.label: b.version for b in await self.all(agent_id, identity_id)}
+
+    async def ensure_caller_copies(self, agent_id: str, identity_id: str) -> int:
+        """Give the caller their own copy of each of the agent's caller-scoped blocks that
+        they lack, from the template's value (first contact). Returns how many were made."""
         async with self.db.read() as s:
-            rows = await s.execute(
-                select(Block.label, Block.version).where(Block.agent_id == agent_id)
+            rows = list(
+                await s.scalars(
+                    select(Block).where(
+                        Block.agent_id == agent_id,
+                        or_(Block.identity_id.is_(None), Block.identity_id == identity_id),
+                    )
+                )
             )
-            return {label: version for label, version in rows}
+        have = {r.label for r in rows if r.identity_id == identity_id}
+        missing = [r for r in rows if r.scope == "caller" and r.identity_id is None]
+        missing = [r for r in missing if r.label not in have]
+        if not missing:
+            return 0
+        try:
+            async with self.db.write() as s:
+                for t in missing:
+                    s.add(
+                        Block(
+                            id=new_id("block"),
+                            agent_id=agent_id,
+                            identity_id=identity_id,
+                            scope="caller",
+                            label=t.label,
+                            value=t.value,
+                            limit=t.limit,
+                            description=t.description,
+                            read_only=t.read_only,
+                            sleeptime_editable=t.sleeptime_editable,
+                            version=1,
+                        )
+                    )
+        except IntegrityError:  # another call of the same caller made them first
+            return 0
+        return len(missing)
 
     async def modify(
         self,
@@ -79,6 +117,7 @@ class BlockStore:
         expected_version: int | None = None,
         fields: dict[str, Any] | None = None,
         retries: int = 8,
+        identity_id: str | None = None,
     ) -> BlockData:
         """Read-modify-write with compare-and-set on `version`.
 
@@ -86,17 +125,17 @@ class BlockStore:
         when a concurrent writer won (so both edits land). With `expected_version` a stale
         write raises Conflict instead. `fields` sets limit/description/read_only.
         """
+        block_id = (await self.get(agent_id, label, identity_id)).id
         for _ in range(retries):
-            result = await self._try_modify(agent_id, label, edit, actor, expected_version, fields)
+            result = await self._try_modify(block_id, label, edit, actor, expected_version, fields)
             if result is not None:
-                if self.on_change is not None:
-                    await self.on_change(agent_id, label, result.version)
+                await self.notify(result)
                 return result
         raise Conflict(f"block '{label}' kept changing; gave up after {retries} attempts")
 
     async def _try_modify(
         self,
-        agent_id: str,
+        block_id: str,
         label: str,
         edit: Edit | None,
         actor: Actor,
@@ -105,11 +144,7 @@ class BlockStore:
     ) -> BlockData | None:
         async with self.db.write() as s:
             # FOR UPDATE serialises writers on PostgreSQL; SQLite holds BEGIN IMMEDIATE already
-            row = await s.scalar(
-                select(Block)
-                .where(Block.agent_id == agent_id, Block.label == label)
-                .with_for_update()
-            )
+            row = await s.scalar(select(Block).where(Block.id == block_id).with_for_update())
             if row is None:
                 raise NotFound("block", label)
             if expected_version is not None and row.version != expected_version:
@@ -122,8 +157,7 @@ class BlockStore:
     async def write_in(
         self,
         session: AsyncSession,
-        agent_id: str,
-        label: str,
+        block_id: str,
         expected_version: int,
         value: str,
         *,
@@ -131,18 +165,26 @@ class BlockStore:
     ) -> BlockData | None:
         """Set a block inside the caller's transaction if it is still at `expected_version`
         (None if another writer got there first). The caller calls `notify` after commit."""
-        row = await session.scalar(
-            select(Block).where(Block.agent_id == agent_id, Block.label == label).with_for_update()
-        )
+        row = await session.scalar(select(Block).where(Block.id == block_id).with_for_update())
         if row is None:
-            raise NotFound("block", label)
+            raise NotFound("block", block_id)
         if row.version != expected_version:
             return None
         return await self._write(session, row, value, actor, {})
 
     async def notify(self, block: BlockData) -> None:
-        if self.on_change is not None:
-            await self.on_change(block.agent_id, block.label, block.version)
+        """Tell every agent that sees the block (its owner and the agents it is attached to)."""
+        if self.on_change is None:
+            return
+        for agent_id in await self.agents_of(block):
+            await self.on_change(agent_id, block.label, block.version)
+
+    async def agents_of(self, block: BlockData) -> list[str]:
+        async with self.db.read() as s:
+            attached = list(
+                await s.scalars(select(BlockAgent.agent_id).where(BlockAgent.block_id == block.id))
+            )
+        return ([block.agent_id] if block.agent_id else []) + attached
 
     @staticmethod
     async def _write(
@@ -167,7 +209,7 @@ class BlockStore:
         s.add(
             BlockHistory(
                 block_id=row.id,
-                agent_id=row.agent_id,
+                agent_id=row.agent_id or "",
                 label=row.label,
                 version=row.version + 1,
                 actor=actor,
@@ -179,19 +221,50 @@ class BlockStore:
         fresh = await s.get(Block, row.id, populate_existing=True)
         return BlockData.model_validate(fresh)
 
-    async def set_value(self, agent_id: str, label: str, value: str, *, actor: Actor) -> BlockData:
-        return await self.modify(agent_id, label, lambda _old: value, actor=actor)
+    async def set_value(
+        self, agent_id: str, label: str, value: str, *, actor: Actor, identity_id: str | None = None
+    ) -> BlockData:
+        return await self.modify(
+            agent_id, label, lambda _old: value, actor=actor, identity_id=identity_id
+        )
 
-    async def history(self, agent_id: str, label: str, limit: int = 100) -> list[BlockChange]:
-        await self.get(agent_id, label)
+    async def history(
+        self, agent_id: str, label: str, limit: int = 100, identity_id: str | None = None
+    ) -> list[BlockChange]:
+        block = await self.get(agent_id, label, identity_id)
         async with self.db.read() as s:
             rows = await s.scalars(
                 select(BlockHistory)
-                .where(BlockHistory.agent_id == agent_id, BlockHistory.label == label)
+                .where(BlockHistory.block_id == block.id)
                 .order_by(BlockHistory.id.desc())
                 .limit(limit)
             )
             return [BlockChange.model_validate(r) for r in rows]
+
+
+def _visible(agent_id: str, identity_id: str | None) -> Any:
+    """Blocks a turn of `identity_id` on `agent_id` may see (before `resolve_view`)."""
+    own: Any = Block.identity_id.is_(None)
+    if identity_id is not None:
+        own = or_(own, Block.identity_id == identity_id)
+    attached = select(BlockAgent.block_id).where(BlockAgent.agent_id == agent_id)
+    return (
+        select(Block)
+        .where(or_((Block.agent_id == agent_id) & own, Block.id.in_(attached)))
+        .order_by(Block.created_at, Block.label)
+    )
+
+
+def resolve_view(blocks: Sequence[BlockData]) -> list[BlockData]:
+    """One block per label: a caller's own copy replaces the template of the same label.
+    Order: as given (created_at, label), the copy taking the template's place."""
+    copies = {b.label: b for b in blocks if b.identity_id is not None}
+    out: list[BlockData] = []
+    for b in blocks:
+        if b.identity_id is not None:
+            continue
+        out.append(copies.pop(b.label, b))
+    return out + list(copies.values())
 
 
 def compile_blocks(blocks: Sequence[BlockData]) -> str:

@@ -11,18 +11,20 @@ from sqlalchemy import func, or_, select
 
 from memory.db import Database
 from memory.models import MessageData, NotFound
-from memory.orm import Agent, Message, utcnow
+from memory.orm import Conversation, Message, default_conversation_id, utcnow
 from memory.raw import Stmt
 
 # every column but seq (the database assigns it); the stored values are what the ORM would store
 _INSERT_COLUMNS = [c.name for c in Message.__table__.columns if c.name != "seq"]
 _INSERT = "INSERT INTO messages (" + ", ".join(f'"{n}"' for n in _INSERT_COLUMNS) + ") VALUES "
 _ROW = "(" + ", ".join("?" * len(_INSERT_COLUMNS)) + ")"
-_BUMP = (  # updated_at is left as it is
-    "UPDATE agents SET messages_version = messages_version + 1 WHERE id = ? "
+_BUMP = (  # the conversation's context version; updated_at is left as it is
+    "UPDATE conversations SET messages_version = messages_version + 1 WHERE id = ? "
     "RETURNING id, messages_version"
 )
-_EVICT = "UPDATE messages SET in_context = ? WHERE agent_id = ? AND seq <= ? AND in_context = ?"
+_EVICT = (
+    "UPDATE messages SET in_context = ? WHERE conversation_id = ? AND seq <= ? AND in_context = ?"
+)
 _TRUNCATE = (
     "UPDATE messages SET produced = COALESCE(produced, content), content = ?, truncated = ? "
     "WHERE id = ?"
@@ -40,9 +42,10 @@ def insert_stmt(messages: Sequence[MessageData]) -> Stmt:
 
 
 class ContextCache:
-    """Per agent, the in-context messages as of `agents.messages_version`. Every change to an
-    agent's messages bumps that version in the same transaction, so a cached window is reused
-    only while nobody (this process, another gateway, a worker) has written since.
+    """Per conversation, the in-context messages as of `conversations.messages_version`. Every
+    change to a conversation's messages bumps that version in the same transaction, so a cached
+    window is reused only while nobody (this process, another gateway, a worker) has written
+    since. (Keys below say agent_id for history; they are conversation ids.)
 
     The window holds the message objects themselves, those read and those this process
     appended (not copies: the agent loop recognises its own messages in the next turn's
@@ -93,13 +96,15 @@ class MessageStore:
         also: Sequence[Stmt] = (),
         evict_upto: int | None = None,
     ) -> None:
-        """Store `messages` (setting their seq and created_at) and bump each agent's
+        """Store `messages` (setting their seq and created_at) and bump each conversation's
         messages_version, in one transaction with the statements `also` (e.g. the turn's outbox
-        row). With `evict_upto`, the agents' messages up to that seq leave the context window
-        (they stay in recall) in the same transaction: a summary replaces them."""
-        agents = list(dict.fromkeys(m.agent_id for m in messages))
+        row). With `evict_upto`, the conversations' messages up to that seq leave the context
+        window (they stay in recall) in the same transaction: a summary replaces them. A
+        message of a deleted conversation fails the whole transaction (foreign key)."""
         for m in messages:
             m.created_at = m.created_at or utcnow()
+            m.conversation_id = m.conversation_id or default_conversation_id(m.agent_id)
+        agents = list(dict.fromkeys(str(m.conversation_id) for m in messages))
         evict = (
             [Stmt(_EVICT, (False, a, evict_upto, True)) for a in agents]
             if evict_upto is not None
@@ -122,7 +127,7 @@ class MessageStore:
                 if evict:
                     self.cache.drop(agent_id)
                     continue
-                mine = [m for m in messages if m.agent_id == agent_id and m.in_context]
+                mine = [m for m in messages if m.conversation_id == agent_id and m.in_context]
                 self.cache.appended(agent_id, new - 1, new, mine)
 
     async def truncate(self, heard: Mapping[str, str], *, also: Sequence[Stmt] = ()) -> None:
@@ -132,8 +137,8 @@ class MessageStore:
         if heard:
             marks = ", ".join("?" * len(heard))
             bump = (
-                "UPDATE agents SET messages_version = messages_version + 1 WHERE id IN "
-                f"(SELECT agent_id FROM messages WHERE id IN ({marks})) RETURNING id"
+                "UPDATE conversations SET messages_version = messages_version + 1 WHERE id IN "
+                f"(SELECT conversation_id FROM messages WHERE id IN ({marks})) RETURNING id"
             )
             stmts.append(Stmt(bump, list(heard), returns=True))
         results = await self.db.batch([*stmts, *also], write=True)
@@ -147,22 +152,26 @@ class MessageStore:
                 raise NotFound("message", message_id)
             return MessageData.model_validate(row)
 
-    async def in_context(self, agent_id: str, version: int | None = None) -> list[MessageData]:
-        """The agent's context window in order. With `version` (the agent's messages_version
+    async def in_context(
+        self, conversation_id: str, version: int | None = None
+    ) -> list[MessageData]:
+        """The conversation's context window in order. With `version` (its messages_version
         as just read), a cached window of that version is returned without a query."""
-        if version is not None and (hit := self.cache.get(agent_id, version)) is not None:
+        if version is not None and (hit := self.cache.get(conversation_id, version)) is not None:
             return hit
         async with self.db.read() as s:
             if version is None:
-                version = await s.scalar(select(Agent.messages_version).where(Agent.id == agent_id))
+                version = await s.scalar(
+                    select(Conversation.messages_version).where(Conversation.id == conversation_id)
+                )
             rows = await s.scalars(
                 select(Message)
-                .where(Message.agent_id == agent_id, Message.in_context.is_(True))
+                .where(Message.conversation_id == conversation_id, Message.in_context.is_(True))
                 .order_by(Message.seq)
             )
             out = [MessageData.model_validate(r) for r in rows]
         if version is not None:
-            self.cache.put(agent_id, version, [m.model_copy() for m in out])
+            self.cache.put(conversation_id, version, [m.model_copy() for m in out])
         return out
 
     async def page(
@@ -208,11 +217,19 @@ class MessageStore:
         limit: int = 5,
         roles: Sequence[str] = ("user", "assistant"),
         exclude_turn: str | None = None,
+        identity_id: str | None = None,
     ) -> list[MessageData]:
-        """Case-insensitive text search (every word must appear), newest first."""
+        """Case-insensitive text search (every word must appear), newest first, among the
+        messages of one caller (`identity_id`; None: the messages of no caller): a caller's
+        search never sees another caller's words."""
         async with self.db.read() as s:
             q = select(Message).where(
                 Message.agent_id == agent_id, Message.role.in_(roles), Message.kind == "message"
+            )
+            q = q.where(
+                Message.identity_id == identity_id
+                if identity_id is not None
+                else Message.identity_id.is_(None)
             )
             for word in (query or "").split():
                 q = q.where(func.lower(Message.content).contains(word.lower(), autoescape=True))

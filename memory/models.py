@@ -32,9 +32,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+BlockScope = Literal["agent", "caller"]
+
+
 class BlockData(_Model):
     id: str
-    agent_id: str
+    agent_id: str | None = None  # None: a standalone (shared) block
+    identity_id: str | None = None  # a caller's own copy of a caller-scoped block
+    scope: BlockScope = "agent"
+    user_id: str | None = None
     label: str
     value: str
     limit: int
@@ -54,6 +60,12 @@ class BlockSpec(BaseModel):
     description: str | None = None
     read_only: bool = False
     sleeptime_editable: bool = False
+    scope: BlockScope | None = None  # None: "caller" for the `human` block, else "agent"
+
+    def resolved_scope(self) -> BlockScope:
+        if self.scope is not None:
+            return self.scope
+        return "caller" if self.label == "human" else "agent"
 
 
 class BlockChange(_Model):
@@ -77,7 +89,6 @@ class AgentData(_Model):
     greeting: str | None = None
     voice_default: bool = False
     context_window: int | None = None
-    messages_version: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
@@ -98,6 +109,7 @@ class MessageData(_Model):
     kind: Literal["message", "summary", "note"] = "message"
     seq: int | None = None
     conversation_id: str | None = None
+    identity_id: str | None = None
     turn_id: str | None = None
     step_id: str | None = None
     reasoning: str | None = None
@@ -116,8 +128,35 @@ class PassageData(_Model):
     agent_id: str
     text: str
     tags: list[str] = Field(default_factory=list)
+    identity_id: str | None = None
     created_at: datetime
     score: float | None = None
+
+
+class ConversationData(_Model):
+    id: str
+    agent_id: str
+    identity_id: str | None = None
+    user_id: str | None = None
+    source: str = "text"
+    summary: str | None = None
+    model: str | None = None
+    archived: bool = False
+    messages_version: int = 0
+    created_at: datetime
+    updated_at: datetime
+    last_active_at: datetime
+
+
+class IdentityData(_Model):
+    id: str
+    user_id: str | None = None
+    identifier_key: str
+    name: str
+    identity_type: str = "user"
+    properties: list[Any] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
 
 
 class TranscriptEvent(BaseModel):
@@ -126,6 +165,7 @@ class TranscriptEvent(BaseModel):
     event_id: str
     agent_id: str
     conversation_id: str | None = None
+    identity_id: str | None = None  # the caller: sleeptime rewrites that caller's blocks
     turn_id: str
     source: Source
     user_text: str

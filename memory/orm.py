@@ -18,8 +18,11 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
-    UniqueConstraint,
     func,
+    text,
+)
+from sqlalchemy import (
+    false as sa_false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -88,10 +91,29 @@ class Agent(Base):
 
 
 class Block(Base):
+    """A core memory block. An agent's own block has `agent_id`; a standalone (shared) block
+    has none and reaches agents through `blocks_agents`. `scope` "caller" makes the agent's
+    block a template: each caller (identity) gets a copy of their own (`identity_id` set)."""
+
     __tablename__ = "blocks"
-    __table_args__ = (UniqueConstraint("agent_id", "label", name="uq_blocks_agent_label"),)
+    __table_args__ = (
+        Index(
+            "uq_blocks_agent_label_identity",
+            "agent_id",
+            "label",
+            func.coalesce(text("identity_id"), ""),
+            unique=True,
+        ),
+    )
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[str | None] = mapped_column(String(64), index=True)  # standalone blocks
+    identity_id: Mapped[str | None] = mapped_column(
+        ForeignKey("identities.id", ondelete="CASCADE"), index=True
+    )
+    scope: Mapped[str] = mapped_column(String(10), default="agent", server_default="agent")
     label: Mapped[str] = mapped_column(String(100))
     value: Mapped[str] = mapped_column(Text, default="")
     limit: Mapped[int] = mapped_column(Integer, default=5000)
@@ -101,6 +123,51 @@ class Block(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class BlockAgent(Base):
+    """A block attached to an agent that does not own it (Letta's shared blocks)."""
+
+    __tablename__ = "blocks_agents"
+    block_id: Mapped[str] = mapped_column(
+        ForeignKey("blocks.id", ondelete="CASCADE"), primary_key=True
+    )
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
+class Identity(Base):
+    """A caller (Letta identity): `identifier_key` is the caller key (a phone number, an app's
+    user id), unique per owning user."""
+
+    __tablename__ = "identities"
+    __table_args__ = (
+        Index(
+            "uq_identities_owner_key",
+            func.coalesce(text("user_id"), ""),
+            "identifier_key",
+            unique=True,
+        ),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    identifier_key: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))
+    identity_type: Mapped[str] = mapped_column(String(20), default="user")
+    properties: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class IdentityAgent(Base):
+    __tablename__ = "identities_agents"
+    identity_id: Mapped[str] = mapped_column(
+        ForeignKey("identities.id", ondelete="CASCADE"), primary_key=True
+    )
+    agent_id: Mapped[str] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
 
 
 class BlockHistory(Base):
@@ -117,12 +184,30 @@ class BlockHistory(Base):
 
 
 class Conversation(Base):
+    """One dialogue on an agent: its own context window (messages), summary and turn lock.
+    Every agent has a default conversation (`default_conversation_id`)."""
+
     __tablename__ = "conversations"
+    __table_args__ = (Index("ix_conversations_agent_identity", "agent_id", "identity_id"),)
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    identity_id: Mapped[str | None] = mapped_column(
+        ForeignKey("identities.id", ondelete="CASCADE"), index=True
+    )
+    user_id: Mapped[str | None] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(10))
+    summary: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+    archived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    messages_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_active_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+def default_conversation_id(agent_id: str) -> str:
+    """The agent's default conversation (Letta's `default`): what agent routes talk to."""
+    return "conv-default-" + agent_id.removeprefix("agent-")
 
 
 class Message(Base):
@@ -130,11 +215,14 @@ class Message(Base):
     __table_args__ = (
         Index("ix_messages_agent_seq", "agent_id", "seq"),
         Index("ix_messages_agent_created", "agent_id", "created_at"),
+        Index("ix_messages_conversation_seq", "conversation_id", "seq"),
     )
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(64), unique=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
-    conversation_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    # a message lives and dies with its conversation (a deleted one takes its messages along)
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    identity_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the caller
     turn_id: Mapped[str | None] = mapped_column(String(64))
     step_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))  # system | user | assistant | tool
@@ -164,6 +252,8 @@ class Passage(Base):
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     embedding: Mapped[bytes] = mapped_column(LargeBinary)
     embedding_handle: Mapped[str] = mapped_column(String(200))
+    # a caller's own passage (sleeptime from their calls); NULL: agent-wide, seen by every caller
+    identity_id: Mapped[str | None] = mapped_column(String(64), index=True)
     source_event_id: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -194,6 +284,7 @@ class Outbox(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     event_id: Mapped[str] = mapped_column(String(64), unique=True)
     agent_id: Mapped[str] = mapped_column(String(64), index=True)
+    identity_id: Mapped[str | None] = mapped_column(String(64), index=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
@@ -210,12 +301,14 @@ class ProcessedEvent(Base):
 
 
 class SleeptimeState(Base):
-    """Per-agent sleeptime progress: turns seen since the last memory rewrite."""
+    """Sleeptime progress per agent and caller ("" = no caller): turns seen since the last
+    memory rewrite. Each caller's transcripts rewrite that caller's blocks only."""
 
     __tablename__ = "sleeptime_state"
     agent_id: Mapped[str] = mapped_column(
         ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
     )
+    identity_id: Mapped[str] = mapped_column(String(64), primary_key=True, default="")
     pending_turns: Mapped[int] = mapped_column(Integer, default=0)
     pending_events: Mapped[list[Any]] = mapped_column(JSON, default=list)
     last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -13,7 +13,8 @@ from memory.orm import Outbox, ProcessedEvent, utcnow
 from memory.raw import Stmt
 
 _INSERT = (
-    "INSERT INTO outbox (event_id, agent_id, payload, created_at, attempts) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO outbox (event_id, agent_id, identity_id, payload, created_at, attempts) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -32,7 +33,9 @@ class OutboxStore:
         """The row to add in the transaction that stores the turn (`Database.batch`); call
         `added()` once it committed."""
         payload = event.model_dump(mode="json")
-        return Stmt(_INSERT, (event.event_id, event.agent_id, payload, utcnow(), 0))
+        return Stmt(
+            _INSERT, (event.event_id, event.agent_id, event.identity_id, payload, utcnow(), 0)
+        )
 
     async def pending(self, limit: int = 500) -> list[tuple[int, TranscriptEvent]]:
         async with self.db.read() as s:

@@ -7,12 +7,19 @@ from dataclasses import dataclass
 from memory.agents import AgentStore, UserStore
 from memory.archival import ArchivalStore
 from memory.blocks import BlockStore, ChangeHook
+from memory.conversations import ConversationStore
 from memory.db import Database
 from memory.embeddings import Embedder, get_embedder
+from memory.identities import IdentityStore
 from memory.messages import MessageStore
-from memory.models import TranscriptEvent
+from memory.models import AgentData, ConversationData, NotFound, TranscriptEvent
+from memory.orm import Conversation
 from memory.outbox import OutboxStore
+from memory.raw import Codec, Stmt
 from memory.tools import ToolStore
+
+_CONVERSATIONS = Codec(Conversation.__table__)  # type: ignore[arg-type]
+_CONVERSATION = f"SELECT {_CONVERSATIONS.columns('c')} FROM conversations c WHERE c.id = ?"
 
 
 @dataclass
@@ -25,6 +32,8 @@ class Memory:
     archival: ArchivalStore
     outbox: OutboxStore
     tools: ToolStore
+    conversations: ConversationStore
+    identities: IdentityStore
 
     @classmethod
     async def open(
@@ -53,7 +62,30 @@ class Memory:
             archival=ArchivalStore(db, embedder_for),
             outbox=OutboxStore(db),
             tools=ToolStore(db),
+            conversations=ConversationStore(db),
+            identities=IdentityStore(db),
         )
+
+    async def turn_state(
+        self, agent_id: str, conversation_id: str
+    ) -> tuple[AgentData, ConversationData]:
+        """What a turn starts from, in one snapshot (one thread hop / round trip): the agent
+        with the blocks of the conversation's caller, and the conversation (its context
+        version). NotFound if either is gone or the conversation is another agent's."""
+        conv_rows, rows = await self.db.batch(
+            [
+                Stmt(_CONVERSATION, (conversation_id,), returns=True),
+                self.agents.get_stmt_in(agent_id, conversation_id),
+            ]
+        )
+        if not conv_rows or conv_rows[0]["agent_id"] != agent_id:
+            raise NotFound("conversation", conversation_id)
+        if not rows:
+            raise NotFound("agent", agent_id)
+        conv = ConversationData.model_validate(
+            _CONVERSATIONS.decode(conv_rows[0], sqlite=self.db.is_sqlite)
+        )
+        return self.agents.decode(rows), conv
 
     async def finish_turn(
         self, event: TranscriptEvent | None, truncations: dict[str, str] | None = None

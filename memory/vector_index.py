@@ -36,6 +36,8 @@ class VectorIndex:
         self._times = np.zeros(capacity, dtype=np.float64)
         self._alive = np.zeros(capacity, dtype=bool)
         self._tag_masks: dict[str, np.ndarray] = {}
+        self._owner_masks: dict[str, np.ndarray] = {}  # caller -> their rows
+        self._owned = np.zeros(capacity, dtype=bool)  # rows that belong to some caller
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
         self._n = 0
@@ -56,14 +58,24 @@ class VectorIndex:
             grown = np.zeros(new, dtype=arr.dtype)
             grown[:cap] = arr
             setattr(self, name, grown)
-        for tag, mask in self._tag_masks.items():
-            grown = np.zeros(new, dtype=bool)
-            grown[:cap] = mask
-            self._tag_masks[tag] = grown
+        for masks in (self._tag_masks, self._owner_masks):
+            for key, mask in masks.items():
+                grown = np.zeros(new, dtype=bool)
+                grown[:cap] = mask
+                masks[key] = grown
+        owned = np.zeros(new, dtype=bool)
+        owned[:cap] = self._owned
+        self._owned = owned
 
     def add(
-        self, ids: list[str], vectors: np.ndarray, created_at: list[float], tags: list[list[str]]
+        self,
+        ids: list[str],
+        vectors: np.ndarray,
+        created_at: list[float],
+        tags: list[list[str]],
+        owners: list[str | None] | None = None,
     ) -> None:
+        """`owners`: per row, the caller it belongs to (None: everyone's, agent-wide)."""
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(f"vectors must have shape (n, {self.dim}), got {vectors.shape}")
         if not (len(ids) == len(vectors) == len(created_at) == len(tags)):
@@ -89,6 +101,13 @@ class VectorIndex:
                 if mask is None:
                     mask = self._tag_masks[tag] = np.zeros(len(self._vecs), dtype=bool)
                 mask[row] = True
+            owner = owners[offset] if owners is not None else None
+            if owner is not None:  # a caller's own row: hidden from everyone else
+                mask = self._owner_masks.get(owner)
+                if mask is None:
+                    mask = self._owner_masks[owner] = np.zeros(len(self._vecs), dtype=bool)
+                mask[row] = True
+                self._owned[row] = True
         self._n = end
         self._live += len(ids)
 
@@ -108,14 +127,19 @@ class VectorIndex:
         match_all_tags: bool = False,
         start: float | None = None,
         end: float | None = None,
+        owner: str | None = None,
     ) -> list[IndexHit]:
+        """Rows visible to caller `owner`: everyone's rows and that caller's own (None: only
+        everyone's)."""
         n = self._n
         if n == 0 or top_k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape != (self.dim,) or not np.isfinite(q).all():
             raise ValueError(f"the query must be {self.dim} finite numbers")
-        keep = self._alive[:n].copy()
+        keep = self._alive[:n] & ~self._owned[:n]
+        if owner is not None and (mine := self._owner_masks.get(owner)) is not None:
+            keep |= self._alive[:n] & mine[:n]
         if tags:
             masks = [
                 self._tag_masks.get(t, np.zeros(len(self._vecs), dtype=bool))[:n] for t in tags

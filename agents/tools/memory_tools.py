@@ -22,6 +22,9 @@ async def _edit(
         raise ToolError(f"no memory block '{label}' (blocks: {known})")
     if block.read_only:
         raise ToolError(f"memory block '{label}' is read-only")
+    if ctx.identity_id is not None and block.identity_id != ctx.identity_id:
+        # one caller's words never land in memory that other callers see
+        raise ToolError(f"memory block '{label}' is shared by every caller; it is read-only here")
     if ctx.actor == "sleeptime" and label != "human" and not block.sleeptime_editable:
         raise ToolError(f"memory block '{label}' is not editable by the sleeptime agent")
     if ctx.staged is not None:  # a sleeptime run: committed with the run, all or nothing
@@ -40,11 +43,12 @@ async def _edit(
             edit,
             actor="sleeptime" if ctx.actor == "sleeptime" else "agent",
             expected_version=block.version if rewrite else None,
+            identity_id=ctx.identity_id,
         )
     except (LimitExceeded, NotFound) as exc:
         raise ToolError(str(exc)) from exc
     except Conflict as exc:
-        fresh = await ctx.memory.blocks.get(ctx.agent.id, label)
+        fresh = await ctx.memory.blocks.get(ctx.agent.id, label, ctx.identity_id)
         ctx.agent.blocks = [fresh if b.label == label else b for b in ctx.agent.blocks]
         raise ToolError(
             f"memory block '{label}' {CHANGED_MEANWHILE} (now version {fresh.version}); it "

@@ -37,6 +37,7 @@ class ToolContext:
     actor: str = "agent"  # agent | sleeptime
     user_text: str = ""
     conversation_id: str | None = None
+    identity_id: str | None = None  # the caller: searches and edits stay within their memory
     turn_id: str | None = None  # searches skip the turn being answered
     source_event_id: str | None = None
     now: datetime | None = None

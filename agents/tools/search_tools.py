@@ -43,7 +43,11 @@ async def archival_memory_insert(
     ):
         return "Already stored in archival memory."  # a re-run of the same event
     await ctx.memory.archival.insert(
-        ctx.agent.id, [content], tags, source_event_id=ctx.source_event_id
+        ctx.agent.id,
+        [content],
+        tags,
+        source_event_id=ctx.source_event_id,
+        identity_id=ctx.identity_id,  # a caller's passages are theirs alone
     )
     return "Stored in archival memory."
 
@@ -76,6 +80,7 @@ async def archival_memory_search(
         match_all_tags=tag_match_mode == "all",
         start=_when(start_datetime, "start_datetime"),
         end=_when(end_datetime, "end_datetime"),
+        identity_id=ctx.identity_id,
     )
     return json.dumps(
         [{"timestamp": h.created_at.isoformat(), "content": h.text, "tags": h.tags} for h in hits]
@@ -105,6 +110,7 @@ async def conversation_search(
         end=_when(end_date, "end_date"),
         limit=max(1, min(limit, 50)),
         exclude_turn=ctx.turn_id,
+        identity_id=ctx.identity_id,
     )
     return json.dumps(
         [
@@ -139,13 +145,19 @@ async def search_memory(
     archival = []
     if ctx.user_text.strip():
         hits = await ctx.memory.archival.search(
-            ctx.agent.id, ctx.user_text, 5, start=start, end=end
+            ctx.agent.id, ctx.user_text, 5, start=start, end=end, identity_id=ctx.identity_id
         )
         archival = [{"timestamp": h.created_at.isoformat(), "content": h.text} for h in hits]
     convo: dict[str, list[str]] = {}
     for keyword in convo_keyword_queries or []:
         found = await ctx.memory.messages.search(
-            ctx.agent.id, keyword, start=start, end=end, limit=3, exclude_turn=ctx.turn_id
+            ctx.agent.id,
+            keyword,
+            start=start,
+            end=end,
+            limit=3,
+            exclude_turn=ctx.turn_id,
+            identity_id=ctx.identity_id,
         )
         convo[keyword] = [m.content for m in found]
     return json.dumps({"archival_search_results": archival, "convo_keyword_search_results": convo})

@@ -18,6 +18,7 @@ _LOCAL_VERSIONS = itertools.count(1 << 40)
 class StagedMemory:
     original: dict[str, str] = field(default_factory=dict)  # label -> value at the run's start
     base: dict[str, int] = field(default_factory=dict)  # label -> version the run started from
+    ids: dict[str, str] = field(default_factory=dict)  # label -> the block's id
     blocks: dict[str, str] = field(default_factory=dict)  # label -> new value
     passages: list[tuple[str, list[str]]] = field(default_factory=list)  # (text, tags)
 
@@ -25,6 +26,7 @@ class StagedMemory:
         """Stage a new value; returns the block as the run now sees it (under a local version,
         so the loop recompiles its prompt)."""
         self.base.setdefault(block.label, block.version)
+        self.ids.setdefault(block.label, block.id)
         self.blocks[block.label] = value
         return block.model_copy(update={"value": value, "version": next(_LOCAL_VERSIONS)})
 

@@ -19,6 +19,7 @@ from agents.loop import AgentLoop, LoopConfig, TurnInput
 from agents.tools import BASE_TOOLS
 from agents.voice import VOICE
 from memory.models import BlockSpec, MessageData
+from memory.orm import default_conversation_id
 from memory.service import Memory
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
 
@@ -241,7 +242,7 @@ async def test_context_window_is_summarized(memory: Memory) -> None:
             agent_id,
             TurnInput(f"Message number {i}: my favourite number today is {i * 7}. " * 2),
         )
-    in_ctx = await memory.messages.in_context(agent_id)
+    in_ctx = await memory.messages.in_context(default_conversation_id(agent_id))
     summaries = [m for m in in_ctx if m.kind == "summary"]
     assert len(summaries) == 1 and "Summary of earlier conversation" in summaries[0].content
     assert loop.summarizer.runs >= 1
@@ -281,13 +282,25 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
         loop_a = loop_for(a, None)
         await collect(loop_a, agent_id, TurnInput("my name is Ada"))
         agent = await a.agents.get(agent_id)
-        first = await a.messages.in_context(agent_id, agent.messages_version)
-        assert a.messages.cache.get(agent_id, agent.messages_version) is not None  # cached
+        first = await a.messages.in_context(
+            default_conversation_id(agent_id),
+            (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
+        )
+        assert (
+            a.messages.cache.get(
+                default_conversation_id(agent_id),
+                (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
+            )
+            is not None
+        )  # cached
         assert [m.role for m in first] == ["user", "assistant"]
         # process B takes a turn: A's cached window is stale and must not be used
         await collect(loop_for(b, None), agent_id, TurnInput("I live in Oslo"))
         agent = await a.agents.get(agent_id)
-        window = await a.messages.in_context(agent_id, agent.messages_version)
+        window = await a.messages.in_context(
+            default_conversation_id(agent_id),
+            (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
+        )
         assert [m.content for m in window if m.role == "user"] == [
             "my name is Ada",
             "I live in Oslo",
@@ -296,14 +309,19 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
         reply = next(m for m in window if m.role == "assistant")
         await b.finish_turn(None, {reply.id: "Nice"})
         agent = await a.agents.get(agent_id)
-        window = await a.messages.in_context(agent_id, agent.messages_version)
+        window = await a.messages.in_context(
+            default_conversation_id(agent_id),
+            (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
+        )
         assert next(m for m in window if m.id == reply.id).content == "Nice"
         # A's own turn extends its cache in place (no re-read), and the result matches storage
         await collect(loop_a, agent_id, TurnInput("thanks"))
-        agent = await a.agents.get(agent_id)
-        cached = a.messages.cache.get(agent_id, agent.messages_version)
+        cached = a.messages.cache.get(
+            default_conversation_id(agent_id),
+            (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
+        )
         assert cached is not None
-        stored = await b.messages.in_context(agent_id)
+        stored = await b.messages.in_context(default_conversation_id(agent_id))
         assert [(m.id, m.content) for m in cached] == [(m.id, m.content) for m in stored]
     finally:
         await a.close()
@@ -374,7 +392,9 @@ async def test_compiled_context_equals_a_scratch_build_over_many_turns(
         assert len(warm.requests) == len(cold_provider.requests) == 2  # a tool call, an answer
         for a, b in zip(warm.requests, cold_provider.requests, strict=True):
             assert a.messages == b.messages
-        window = order_context(await cold_memory.messages.in_context(agent_id))
+        window = order_context(
+            await cold_memory.messages.in_context(default_conversation_id(agent_id))
+        )
         assert warm.requests[0].messages[1:-1] == to_openai(window)
     finally:
         await cold_memory.close()

@@ -16,7 +16,7 @@ import pytest
 
 from memory.db import Database, sqlite_path
 from memory.models import AgentData, BlockSpec, MessageData, ToolCallData, TranscriptEvent
-from memory.orm import Message, new_id
+from memory.orm import Message, default_conversation_id, new_id
 from memory.raw import Stmt
 from memory.service import Memory
 
@@ -95,6 +95,7 @@ async def test_agent_read_matches_the_orm(memory: Memory) -> None:
 
 async def test_stored_messages_are_what_the_orm_stores(memory: Memory) -> None:
     agent = await make_agent(memory)
+    await memory.conversations.create(agent.id, conversation_id="conv-1")
     plus2 = timezone(timedelta(hours=2))
     fields = dict(
         agent_id=agent.id,
@@ -124,7 +125,7 @@ async def test_stored_messages_are_what_the_orm_stores(memory: Memory) -> None:
     for r in by_id.values():
         r.pop("seq")
     assert by_id[raw_msg.id] == by_id[orm_msg.id]
-    (back, _) = await memory.messages.in_context(agent.id)  # read through the ORM
+    (back, _) = await memory.messages.in_context("conv-1")  # read through the ORM
     assert back == raw_msg and back.seq == raw_msg.seq is not None
     assert back.created_at == datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     assert back.created_at is not None and back.created_at.tzinfo is UTC
@@ -155,8 +156,8 @@ async def test_a_failing_batch_leaves_nothing_behind(memory: Memory) -> None:
     agent = await make_agent(memory)
     first = user_msg(agent.id, "first")
     await memory.messages.append([first])
-    version = (await memory.agents.get(agent.id)).messages_version
-    window = await memory.messages.in_context(agent.id, version)
+    version = (await memory.conversations.get(default_conversation_id(agent.id))).messages_version
+    window = await memory.messages.in_context(default_conversation_id(agent.id), version)
     event = TranscriptEvent(
         event_id=new_id("evt"),
         agent_id=agent.id,
@@ -177,8 +178,12 @@ async def test_a_failing_batch_leaves_nothing_behind(memory: Memory) -> None:
         await memory.messages.append([duplicate], evict_upto=first.seq)
     assert await memory.outbox.depth() == 0
     assert await memory.messages.count(agent.id) == 1
-    assert (await memory.agents.get(agent.id)).messages_version == version
-    assert await memory.messages.in_context(agent.id) == window  # nothing evicted
+    assert (
+        await memory.conversations.get(default_conversation_id(agent.id))
+    ).messages_version == version
+    assert (
+        await memory.messages.in_context(default_conversation_id(agent.id)) == window
+    )  # nothing evicted
 
 
 async def test_summary_replaces_the_evicted_messages_in_one_write(memory: Memory) -> None:
@@ -188,8 +193,10 @@ async def test_summary_replaces_the_evicted_messages_in_one_write(memory: Memory
     await memory.messages.append([*old, recent])
     summary = MessageData(id=new_id("message"), agent_id=agent.id, role="user", kind="summary")
     await memory.messages.append([summary], evict_upto=old[-1].seq)
-    version = (await memory.agents.get(agent.id)).messages_version
-    assert [m.id for m in await memory.messages.in_context(agent.id, version)] == [
+    version = (await memory.conversations.get(default_conversation_id(agent.id))).messages_version
+    assert [
+        m.id for m in await memory.messages.in_context(default_conversation_id(agent.id), version)
+    ] == [
         recent.id,
         summary.id,
     ]
@@ -208,9 +215,9 @@ async def test_a_cancelled_write_ends_its_transaction_first(memory: Memory) -> N
     with pytest.raises(asyncio.CancelledError):
         await task
     # the write committed whole, and nothing was left open: the next write goes through
-    assert (await memory.agents.get(agent.id)).messages_version == 1
+    assert (await memory.conversations.get(default_conversation_id(agent.id))).messages_version == 1
     await asyncio.wait_for(memory.messages.append([user_msg(agent.id)]), 10)
-    assert (await memory.messages.in_context(agent.id))[0].id == message.id
+    assert (await memory.messages.in_context(default_conversation_id(agent.id)))[0].id == message.id
 
     async def lock_again() -> None:  # no transaction of ours holds the lock any more
         async with write_lock_held(memory.db, agent.id):
@@ -224,17 +231,21 @@ async def test_concurrent_writers_lose_no_update(db_url: str) -> None:
     a, b = await Memory.open(db_url), await Memory.open(db_url, migrate=False)
     try:
         agent = await make_agent(a)
-        await a.messages.in_context(agent.id, 0)  # a's cache holds the (empty) window
+        await a.messages.in_context(
+            default_conversation_id(agent.id), 0
+        )  # a's cache holds the (empty) window
         writes = [
             (a if i % 2 else b).messages.append([user_msg(agent.id, str(i))]) for i in range(30)
         ]
         await asyncio.gather(*writes)
-        version = (await a.agents.get(agent.id)).messages_version
+        version = (await a.conversations.get(default_conversation_id(agent.id))).messages_version
         assert version == 30
         stored = await b.messages.page(agent.id, order="asc", limit=100)
         assert sorted(m.content for m in stored) == sorted(str(i) for i in range(30))
         assert len({m.seq for m in stored}) == 30
-        window = await a.messages.in_context(agent.id, version)  # cached or re-read
+        window = await a.messages.in_context(
+            default_conversation_id(agent.id), version
+        )  # cached or re-read
         assert [m.id for m in window] == [m.id for m in stored]
     finally:
         await a.close()
@@ -253,7 +264,9 @@ async def test_new_worker_connections_wait_for_the_write_lock(sqlite_url: str) -
         assert (await second.agents.get(agent.id)).id == agent.id  # a read does not wait (WAL)
         await second.messages.append([user_msg(agent.id)])  # a write waits, then succeeds
         release.cancel()
-        assert (await second.agents.get(agent.id)).messages_version == 1
+        assert (
+            await second.conversations.get(default_conversation_id(agent.id))
+        ).messages_version == 1
     finally:
         await second.close()
         raw.close()
