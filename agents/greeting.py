@@ -36,6 +36,8 @@ def personalize(template: str, name: str | None) -> str:
     return f"Hi {name}! {template}"
 
 
-async def render_greeting(memory: Memory, agent: AgentData) -> str:
-    fresh = await memory.agents.get(agent.id)
+async def render_greeting(memory: Memory, agent: AgentData, identity_id: str | None = None) -> str:
+    """The greeting with the name from the caller's own memory (without a caller: the
+    agent's own blocks, single-user mode)."""
+    fresh = await memory.agents.get(agent.id, identity_id=identity_id)
     return personalize(fresh.greeting or "", known_name(fresh))

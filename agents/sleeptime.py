@@ -31,7 +31,6 @@ from memory.orm import (
     Agent,
     ProcessedEvent,
     SleeptimeState,
-    default_conversation_id,
     utcnow,
 )
 from memory.service import Memory
@@ -122,9 +121,6 @@ class SleeptimeAgent:
                     event.agent_id,
                 )
                 return Result("unknown_agent")
-            if not _remembered(event):
-                s.add(ProcessedEvent(event_id=event.event_id, agent_id=event.agent_id))
-                return Result("skipped")
             key = (event.agent_id, event.identity_id or "")
             state = await s.get(SleeptimeState, key, with_for_update=True)
             if state is None:
@@ -273,15 +269,6 @@ class SleeptimeAgent:
                     if ev.error:
                         raise RuntimeError(f"sleeptime run failed: {ev.error}")
         return stop, staged
-
-
-def _remembered(event: TranscriptEvent) -> bool:
-    """Turns of a caller rewrite that caller's memory; turns without a caller only in the
-    agent's default conversation (its owner's, single-user mode). Anonymous calls are not
-    remembered: their words would otherwise reach every later caller's prompt."""
-    if event.identity_id is not None or event.conversation_id is None:
-        return True
-    return event.conversation_id == default_conversation_id(event.agent_id)
 
 
 class _BlockMoved(Exception):

@@ -85,6 +85,7 @@ class BlockStore:
         missing = [r for r in missing if r.label not in have]
         if not missing:
             return 0
+        seeds = await self._seeds(missing)
         try:
             async with self.db.write() as s:
                 for t in missing:
@@ -95,7 +96,7 @@ class BlockStore:
                             identity_id=identity_id,
                             scope="caller",
                             label=t.label,
-                            value=t.value,
+                            value=seeds[t.id],
                             limit=t.limit,
                             description=t.description,
                             read_only=t.read_only,
@@ -132,6 +133,30 @@ class BlockStore:
                 await self.notify(result)
                 return result
         raise Conflict(f"block '{label}' kept changing; gave up after {retries} attempts")
+
+    async def _seeds(self, templates: Sequence[Block]) -> dict[str, str]:
+        """The value a caller's copy starts from: the template as a user (the operator) last
+        set it, else as created; never what the agent or sleeptime wrote into it from
+        conversations without a caller (those words are not the new caller's)."""
+        seeds = {t.id: t.value for t in templates}
+        async with self.db.read() as s:
+            rows = await s.scalars(
+                select(BlockHistory)
+                .where(BlockHistory.block_id.in_(list(seeds)))
+                .order_by(BlockHistory.id)
+            )
+            first: dict[str, str] = {}
+            by_user: dict[str, str] = {}
+            for h in rows:
+                first.setdefault(h.block_id, h.old_value)
+                if h.actor == "user":
+                    by_user[h.block_id] = h.new_value
+        for block_id in seeds:
+            if block_id in by_user:
+                seeds[block_id] = by_user[block_id]
+            elif block_id in first:
+                seeds[block_id] = first[block_id]
+        return seeds
 
     async def _try_modify(
         self,

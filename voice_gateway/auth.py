@@ -26,6 +26,8 @@ class Principal:
 
     user_id: str | None = None
     identity: str = "admin"
+    caller: str | None = None  # the caller a session token was issued for
+    by_token: bool = False  # authenticated by a session token (not a key)
 
     @property
     def scoped(self) -> bool:
@@ -83,9 +85,20 @@ class Auth:
         p = await self.principal(conn)
         return await self.memory.agents.get(agent_id, user_id=p.user_id, scoped=p.scoped)
 
-    def issue_token(self, agent_id: str, principal: Principal) -> tuple[str, int]:
+    def issue_token(
+        self, agent_id: str, principal: Principal, caller: str | None = None
+    ) -> tuple[str, int]:
+        """A signed token for one agent's voice socket, bound to `caller` if given (the
+        client cannot then name another caller)."""
         exp = int(time.time()) + self.token_ttl_s
-        claims = {"a": agent_id, "u": principal.user_id, "q": principal.identity, "e": exp}
+        claims: dict[str, object] = {
+            "a": agent_id,
+            "u": principal.user_id,
+            "q": principal.identity,
+            "e": exp,
+        }
+        if caller is not None:
+            claims["c"] = caller
         body = json.dumps(claims, separators=(",", ":"))
         payload = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
         return f"{payload}.{self._sign(payload)}", exp
@@ -103,7 +116,13 @@ class Auth:
         if int(data.get("e", 0)) < time.time():
             raise ApiError(401, "session token expired")
         user_id = data.get("u")
-        return Principal(user_id, data.get("q") or (f"user:{user_id}" if user_id else "admin"))
+        caller = data.get("c")
+        return Principal(
+            user_id,
+            data.get("q") or (f"user:{user_id}" if user_id else "admin"),
+            caller=caller if isinstance(caller, str) else None,
+            by_token=True,
+        )
 
     def _sign(self, payload: str) -> str:
         mac = hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()

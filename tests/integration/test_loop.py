@@ -281,7 +281,7 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
         agent_id = await make_agent(a, model="scripted/demo")
         loop_a = loop_for(a, None)
         await collect(loop_a, agent_id, TurnInput("my name is Ada"))
-        agent = await a.agents.get(agent_id)
+        await a.agents.get(agent_id)
         first = await a.messages.in_context(
             default_conversation_id(agent_id),
             (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
@@ -296,7 +296,7 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
         assert [m.role for m in first] == ["user", "assistant"]
         # process B takes a turn: A's cached window is stale and must not be used
         await collect(loop_for(b, None), agent_id, TurnInput("I live in Oslo"))
-        agent = await a.agents.get(agent_id)
+        await a.agents.get(agent_id)
         window = await a.messages.in_context(
             default_conversation_id(agent_id),
             (await a.conversations.get(default_conversation_id(agent_id))).messages_version,
@@ -308,7 +308,7 @@ async def test_context_cache_sees_writes_from_another_process(db_url: str) -> No
         # B truncates A's assistant message (a barge-in handled there): A sees the cut text
         reply = next(m for m in window if m.role == "assistant")
         await b.finish_turn(None, {reply.id: "Nice"})
-        agent = await a.agents.get(agent_id)
+        await a.agents.get(agent_id)
         window = await a.messages.in_context(
             default_conversation_id(agent_id),
             (await a.conversations.get(default_conversation_id(agent_id))).messages_version,

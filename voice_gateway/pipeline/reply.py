@@ -213,6 +213,7 @@ class Reply:
             event_id=new_id("evt"),
             agent_id=self.s.agent_id,
             conversation_id=self.s.conversation_id,
+            identity_id=self.s.identity_id,
             turn_id=self.turn.turn_id,
             source=self.s.transport.source,
             user_text=self.turn.text,

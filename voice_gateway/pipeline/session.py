@@ -18,6 +18,7 @@ from memory.models import AgentData, TranscriptEvent
 from memory.orm import new_id, utcnow
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.audio import StreamingResampler
+from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.reply import Reply, UserTurn
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
@@ -58,9 +59,17 @@ class _Utterance:
 
 class VoiceSession:
     def __init__(
-        self, gw: Any, voice: VoiceServices, transport: Transport, agent: AgentData
+        self,
+        gw: Any,
+        voice: VoiceServices,
+        transport: Transport,
+        agent: AgentData,
+        *,
+        caller: CallerRule | None = None,
     ) -> None:
         self.gw = gw
+        self.caller = caller or CallerRule()
+        self.identity_id: str | None = None
         self.voice = voice
         self.transport = transport
         self.agent = agent
@@ -92,7 +101,13 @@ class VoiceSession:
         if info is None:
             return
         call_id.set(self.session_id)
-        await self._setup(info)
+        try:
+            await self._setup(info)
+        except CallRefused as exc:
+            log.warning("call refused: %s", exc.message)
+            await self.transport.error(exc.code, exc.message, fatal=True)
+            await self.transport.close(exc.close_code, exc.message[:120])
+            return
         self.gw.metrics.calls.labels(self.transport.source).inc()
         stt = self.voice.stt.open_stream(on_partial=self._partial, input_rate=self.input_rate)
         self.stt: STTStream = stt
@@ -130,9 +145,9 @@ class VoiceSession:
         self.detector = TurnDetector(
             self.voice.new_vad(), silence_ms=s.endpoint_silence_ms, min_speech_ms=s.min_speech_ms
         )
-        self.conversation_id = await self.gw.memory.agents.open_conversation(
-            self.agent_id, info.conversation_id, self.transport.source
-        )
+        opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
+        self.conversation_id = opened.conversation.id
+        self.identity_id = opened.identity_id
         await self.send(
             "session.started",
             session_id=self.session_id,
@@ -331,7 +346,7 @@ class VoiceSession:
     async def _greeting(self) -> UserTurn:
         from agents.greeting import render_greeting
 
-        text = await render_greeting(self.gw.memory, self.agent)
+        text = await render_greeting(self.gw.memory, self.agent, self.identity_id)
         return UserTurn(text, new_id("turn"), greeting=True)
 
     def _take_notes(self) -> list[str]:
@@ -373,6 +388,7 @@ class VoiceSession:
             event_id=new_id("evt"),
             agent_id=self.agent_id,
             conversation_id=self.conversation_id,
+            identity_id=self.identity_id,
             turn_id=f"end-{self.session_id}",
             source=self.transport.source,
             user_text="",

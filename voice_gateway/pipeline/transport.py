@@ -17,6 +17,7 @@ CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_RESTART = 1012  # server shutting down
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_POLICY = 1008  # policy violation: a start message whose parameters are refused
 CLOSE_FORBIDDEN = 4403  # Origin not allowed
 CLOSE_NOT_FOUND = 4404
 CLOSE_QUOTA = 4429  # over concurrent calls or out of call minutes
@@ -66,6 +67,7 @@ class StartInfo:
     conversation_id: str | None
     agent_id: str
     extra: dict[str, Any]
+    caller: str | None = None  # the caller key the client names (trusted only when allowed)
 
 
 class Transport(ABC):

@@ -31,6 +31,9 @@ class SessionStart(BaseModel):
     input_audio: AudioFormat = Field(default_factory=AudioFormat)
     output_audio: AudioFormat = Field(default_factory=AudioFormat)
     conversation_id: str | None = Field(None, max_length=64)
+    # the caller (your app's user id): with an API key (or open loopback mode) only; a session
+    # token carries its own caller
+    caller: str | None = None
 
 
 class InputText(BaseModel):

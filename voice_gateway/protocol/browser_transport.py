@@ -86,6 +86,7 @@ class BrowserTransport(SocketTransport):
                 conversation_id=event.conversation_id,
                 agent_id=self.agent_id,
                 extra={},
+                caller=event.caller,
             )
 
     async def receive(self) -> Inbound:

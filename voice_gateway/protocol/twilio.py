@@ -21,6 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from voice_gateway.pipeline.audio import ulaw_decode, ulaw_encode
 from voice_gateway.pipeline.transport import (
     CLOSE_NORMAL,
+    CLOSE_POLICY,
     AudioIn,
     Closed,
     Inbound,
@@ -31,7 +32,6 @@ from voice_gateway.pipeline.transport import (
 from voice_gateway.protocol.socket import SocketTransport
 
 log = logging.getLogger(__name__)
-CLOSE_POLICY = 1008  # start without an agent_id parameter
 CLOSE_UNSUPPORTED = 1003  # mediaFormat other than audio/x-mulaw 8000 mono
 PHONE_RATE = 8000
 DTMF_GAP_S = 1.2  # digits pressed within this gap form one note; '#' ends the entry at once

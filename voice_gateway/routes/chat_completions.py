@@ -21,6 +21,7 @@ from agents.loop import TurnInput
 from agents.voice import DEFAULT_FILLER, VOICE, pre_exec_from_partial
 from memory.models import NotFound
 from memory.orm import new_id
+from voice_gateway.callers import BadCallerKey, open_conversation
 from voice_gateway.errors import ApiError
 from voice_gateway.routes.http import load_json
 
@@ -76,11 +77,34 @@ async def chat_completions(request: Request) -> Response:
             400, "messages must contain a user message with text", "invalid_request_error"
         )
     voice = body["voice"] if isinstance(body.get("voice"), bool) else agent.voice_default
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        return oai_error(400, "'user' must be a string", "invalid_request_error")
+    requested = conversation_of(body)
+    try:
+        if user is None and requested is None:  # no caller, no call: the default conversation
+            conversation_id = None
+        else:
+            opened = await open_conversation(
+                gw.memory,
+                agent,
+                user,
+                requested=requested,
+                source="voice" if voice else "text",
+                adopt=True,
+            )
+            conversation_id = opened.conversation.id
+    except BadCallerKey as exc:
+        return oai_error(400, f"user: {exc}", "invalid_request_error")
+    except NotFound:
+        return oai_error(
+            404, f"conversation not found: {requested}", "invalid_request_error", "not_found"
+        )
     inp = TurnInput(
         text=text,
         mode=VOICE if voice else TEXT,
         source="voice" if voice else "text",
-        conversation_id=conversation_of(body),
+        conversation_id=conversation_id,
     )
     run = _Run(gw, agent.id, inp, voice)
     if body.get("stream") is True:
@@ -93,12 +117,12 @@ async def chat_completions(request: Request) -> Response:
 
 
 def conversation_of(body: dict[str, Any]) -> str | None:
-    """Group a platform's turns: `conversation_id`, Vapi's `call.id`, or OpenAI's `user`."""
+    """Group a platform's turns: `conversation_id` or Vapi's `call.id` (OpenAI's `user` names
+    the caller: their conversation is found from it)."""
     call = body.get("call")
     for value in (
         body.get("conversation_id"),
         call.get("id") if isinstance(call, dict) else None,
-        body.get("user"),
     ):
         if isinstance(value, str) and value.strip():
             return value.strip()[:64]

@@ -45,22 +45,28 @@ async def _turn(request: Request) -> tuple[Any, str, TurnInput, MessagesRequest]
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, MessagesRequest)
+    if body.conversation_id is not None:  # one of this agent's conversations, or 404
+        await gw.memory.conversations.get(body.conversation_id, agent.id)
+    return gw, agent.id, turn_input(body, body.conversation_id), body
+
+
+def turn_input(body: MessagesRequest, conversation_id: str | None) -> TurnInput:
     text = body.user_text()
     if text is None:
         raise ApiError(422, "messages must include a user message with text content")
-    return (
-        gw,
-        agent.id,
-        TurnInput(text=text, conversation_id=body.conversation_id, max_steps=body.max_steps),
-        body,
-    )
+    return TurnInput(text=text, conversation_id=conversation_id, max_steps=body.max_steps)
 
 
 async def send_message(request: Request) -> Response:
     """Send a message; the agent runs a turn. `streaming: true` returns SSE."""
     gw, agent_id, inp, body = await _turn(request)
+    return await respond(gw, agent_id, inp, body)
+
+
+async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest) -> Response:
+    """Run the turn and answer as Letta does: a LettaResponse, or SSE with `streaming`."""
     if body.streaming:
-        return _sse(gw, agent_id, inp, body.stream_tokens)
+        return sse(gw, agent_id, inp, body.stream_tokens)
     messages: list[dict[str, Any]] = []
     done: RunDone | None = None
     async with aclosing(gw.loop.run(agent_id, inp)) as events:
@@ -84,14 +90,14 @@ async def send_message(request: Request) -> Response:
 async def stream_message(request: Request) -> Response:
     """Send a message and stream the agent's reply as SSE."""
     gw, agent_id, inp, body = await _turn(request)
-    return _sse(gw, agent_id, inp, body.stream_tokens)
+    return sse(gw, agent_id, inp, body.stream_tokens)
 
 
 def _data(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def _sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
+def sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with aclosing(gw.loop.run(agent_id, inp)) as events:
             async for ev in events:

@@ -13,7 +13,9 @@ from twilio.twiml.voice_response import Connect, VoiceResponse
 
 from memory.models import NotFound
 from voice_gateway.auth import Principal
+from voice_gateway.callers import masked, normalize_phone
 from voice_gateway.errors import ApiError
+from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
     CLOSE_INTERNAL,
@@ -69,7 +71,10 @@ async def voice_webhook(request: Request) -> Response:
         raise ApiError(400, "agent_id query parameter is required")
     if not await gw.memory.agents.exists(agent_id):
         raise ApiError(404, f"agent not found: {agent_id}")
-    session_token, _ = gw.auth.issue_token(agent_id, Principal())
+    # the caller is the call's From number, bound into the stream's token (never logged whole)
+    caller = normalize_phone(form.get("From", ""))
+    session_token, _ = gw.auth.issue_token(agent_id, Principal(), caller)
+    log.info("twilio call for agent %s from %s", agent_id[:80], masked(caller))
     connect = Connect()
     stream = connect.stream(url=_media_url(request))
     stream.parameter(name="agent_id", value=agent_id)
@@ -89,9 +94,11 @@ async def media_socket(ws: WebSocket) -> None:
     info = await transport.start_within(gw.settings.idle_timeout_s)
     if info is None:
         return
-    if gw.settings.api_key or gw.settings.twilio_auth_token:
+    bound: str | None = None
+    token = info.extra.get("token", "")
+    if gw.settings.api_key or gw.settings.twilio_auth_token or token:
         try:
-            gw.auth.verify_token(info.extra.get("token", ""), info.agent_id)
+            bound = gw.auth.verify_token(token, info.agent_id).caller
         except ApiError as exc:
             log.warning("twilio media stream rejected: %s", exc.detail)
             await transport.close(CLOSE_UNAUTHORIZED, exc.detail[:120])
@@ -113,7 +120,7 @@ async def media_socket(ws: WebSocket) -> None:
         log.warning("twilio call %s of %s refused: %s", transport.call_sid, identity, exc.detail)
         await transport.close(CLOSE_QUOTA, exc.detail[:120])
         return
-    session = VoiceSession(gw, gw.voice, transport, agent)
+    session = VoiceSession(gw, gw.voice, transport, agent, caller=CallerRule(bound=bound))
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -11,9 +12,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from memory.identities import BadCallerKey, check_caller_key
 from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.errors import ApiError
+from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
     CLOSE_NOT_FOUND,
@@ -30,15 +33,41 @@ log = logging.getLogger(__name__)
 
 
 async def create_voice_session(request: Request) -> JSONResponse:
-    """Issue a short-lived token for the browser voice socket (browsers cannot set headers)."""
+    """Issue a short-lived token for the browser voice socket (browsers cannot set headers).
+    Body (optional): {"caller": "<your app's user id>"}, bound into the token."""
     gw = request.app.state.gw
     agent_id = request.path_params["agent_id"]
     await gw.auth.agent(request, agent_id)
     principal = await gw.auth.principal(request)
-    token, exp = gw.auth.issue_token(agent_id, principal)
+    caller = await _caller_of(request)
+    token, exp = gw.auth.issue_token(agent_id, principal, caller)
     scheme = "wss" if request.url.scheme == "https" else "ws"
     url = f"{scheme}://{request.url.netloc}/v1/agents/{agent_id}/voice?session_token={token}"
-    return JSONResponse({"session_token": token, "expires_at": exp, "url": url}, status_code=201)
+    body: dict[str, Any] = {"session_token": token, "expires_at": exp, "url": url}
+    if caller is not None:
+        body["caller"] = caller
+    return JSONResponse(body, status_code=201)
+
+
+async def _caller_of(request: Request) -> str | None:
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, 'body must be JSON: {"caller": "<user id>"}') from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "body must be a JSON object")
+    caller = body.get("caller")
+    if caller is None:
+        return None
+    if not isinstance(caller, str):
+        raise ApiError(422, "caller must be a string")
+    try:
+        return check_caller_key(caller)
+    except BadCallerKey as exc:
+        raise ApiError(400, f"caller: {exc}") from exc
 
 
 async def _authenticate(ws: WebSocket, agent_id: str) -> Principal:
@@ -79,7 +108,8 @@ async def voice_socket(ws: WebSocket) -> None:
         await ws.close(CLOSE_QUOTA, exc.detail[:120])
         return
     transport = BrowserTransport(ws, agent_id)
-    session = VoiceSession(gw, voice, transport, agent)
+    rule = CallerRule(bound=principal.caller, may_choose=not principal.by_token)
+    session = VoiceSession(gw, voice, transport, agent, caller=rule)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     await run_call(gw, session, guard)
 
