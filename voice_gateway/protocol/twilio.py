@@ -146,7 +146,7 @@ class TwilioTransport(SocketTransport):
         return StartInfo(
             input_rate=PHONE_RATE,
             output_rate=PHONE_RATE,
-            conversation_id=self.call_sid[:64] or None,
+            conversation_id=None,  # the caller's (From) conversation, found by the session
             agent_id=agent_id,
             extra=dict(self.params),
         )
