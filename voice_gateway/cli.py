@@ -47,7 +47,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         ws_ping_interval=20,
         ws_ping_timeout=20,
         log_config=None,
-        timeout_graceful_shutdown=int(settings.drain_timeout_s) + 5,
+        timeout_graceful_shutdown=5,  # after the drain: what is left gets 5 s
     )
     GracefulServer(config, app, settings.drain_timeout_s).run()
     return 0
