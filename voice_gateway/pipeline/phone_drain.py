@@ -1,4 +1,4 @@
-"""Shutdown of a live phone call (docs/operations.md, "Shutdown and drain").
+"""Shutdown of a live phone call (docs/operations.md, "Graceful shutdown").
 
 A Twilio media stream cannot reconnect to another gateway: closing it hangs up on the caller.
 So on SIGTERM a phone call goes on as usual until it ends or the drain deadline
