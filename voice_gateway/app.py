@@ -31,6 +31,7 @@ from voice_gateway.metrics import Metrics
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.settings import Settings
+from voice_gateway.tool_isolation import check_tool_isolation
 
 if TYPE_CHECKING:
     from voice_gateway.pipeline.services import VoiceServices
@@ -100,6 +101,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     gw = Gateway(
         settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
     )
+    await check_tool_isolation(gw)
     if settings.voice:
         from voice_gateway.pipeline.services import VoiceServices
 

@@ -24,6 +24,13 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.port:
         settings.port = args.port
     settings.check_bind_safety()
+    if settings.voice:
+        from voice_gateway.provider_check import ProviderSettingError, check_provider_settings
+
+        try:
+            check_provider_settings(settings)
+        except ProviderSettingError as exc:
+            raise SystemExit(f"voice-gateway: {exc}") from None
     logging.getLogger("voice_gateway").info(
         "voice-gateway %s: serving on http://%s:%s", __version__, settings.host, settings.port
     )
@@ -40,9 +47,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         ws_ping_interval=20,
         ws_ping_timeout=20,
         log_config=None,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+        timeout_graceful_shutdown=5,  # after the drain: what is left gets 5 s
     )
-    GracefulServer(config, app, settings.shutdown_grace_s).run()
+    GracefulServer(config, app, settings.drain_timeout_s).run()
     return 0
 
 

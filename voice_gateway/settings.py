@@ -54,7 +54,17 @@ class Settings(BaseSettings):
     max_call_s: float = 3600.0
     stt_threads: int = 2
     stt_partials: bool = False
-    tts_voice: str = "en-us"
+    # Provider options, one meaning each (checked against the vendor's published list at
+    # start: voice_gateway/provider_check.py)
+    espeak_voice: str | None = None  # unset: en-us (or the deprecated VG_TTS_VOICE)
+    piper_voice: str = "joe-us"  # the bundled voice, or the path of a Piper .onnx voice
+    openai_tts_voice: str | None = None  # unset: alloy
+    openai_tts_model: str = "gpt-4o-mini-tts"
+    openai_stt_model: str = "gpt-4o-mini-transcribe"
+    openai_stt_base_url: str | None = None  # unset: OPENAI_BASE_URL
+    deepgram_stt_model: str = "nova-3"
+    deepgram_tts_voice: str = "aura-2-thalia-en"
+    tts_voice: str | None = None  # deprecated (one release): VG_ESPEAK_VOICE
     session_token_ttl_s: int = 300
 
     # Agent loop
@@ -69,6 +79,9 @@ class Settings(BaseSettings):
     tool_max_output_bytes: int = Field(64_000, ge=1000)  # stdout and stderr, each
     tool_max_concurrent: int = Field(4, ge=1, le=256)  # sandboxed calls at once
     tool_namespaces: bool = True  # network/mount namespaces where the OS allows
+    # Without namespaces custom tools are refused (start log, 403 on creation, tool error on
+    # call); 1: run them with the remaining layers anyway (SECURITY.md)
+    sandbox_allow_weak: bool = False
 
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
     llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
@@ -89,7 +102,11 @@ class Settings(BaseSettings):
 
     # HTTP limits
     max_body_bytes: int = 1_000_000
-    shutdown_grace_s: float = 10.0
+    # SIGTERM: browser calls finish their turn and reconnect elsewhere; phone calls go on until
+    # they end or this runs out (keep it below compose's stop_grace_period; docs/operations.md)
+    drain_timeout_s: float = Field(
+        10.0, ge=0, validation_alias=AliasChoices("VG_DRAIN_TIMEOUT_S", "VG_SHUTDOWN_GRACE_S")
+    )
     # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
     # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships
     ws_fast_path: bool = True
@@ -117,6 +134,20 @@ class Settings(BaseSettings):
             self.twilio_auth_token,
         )
         return [v for v in values if v]
+
+    @property
+    def espeak_voice_name(self) -> str:
+        return self.espeak_voice or self.tts_voice or "en-us"
+
+    @property
+    def openai_tts_voice_name(self) -> str:
+        # the deprecated VG_TTS_VOICE as before: an "en..." (espeak) name means alloy
+        legacy = self.tts_voice if self.tts_voice and not self.tts_voice.startswith("en") else None
+        return self.openai_tts_voice or legacy or "alloy"
+
+    @property
+    def openai_stt_url(self) -> str | None:
+        return self.openai_stt_base_url or self.openai_base_url
 
     @cached_property
     def data_dir(self) -> Path:

@@ -25,6 +25,10 @@ Isolation layers (the names appear in SandboxResult.layers and `isolation_layers
 Errors (timeout, CPU or memory limit, an exception in the tool with the traceback of the tool's
 own code, a non-JSON return value, an oversized return value) come back as ok=False with a
 clear message; the server process is never at risk. At most max_concurrent calls run at once.
+
+`check_isolation()` probes once which layers this machine allows. Without the kernel layers
+(REQUIRED_LAYERS) the sandbox refuses every call with `refusal` as the tool error, unless
+`allow_weak` says the operator accepts running tools with the remaining layers.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 CHILD = str(Path(__file__).with_name("sandbox_child.py"))
+REQUIRED_LAYERS = ("netns", "mountns", "minimal-root")  # no network, no view of the server
 PARENT_LAYERS = ["python-isolated", "clean-env", "scratch-dir", "process-group", "timeout"]
 NOBODY = 65534
 # RLIMIT_NPROC=0 also forbids threads: numerical libraries must not start thread pools
@@ -133,14 +138,33 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self._slots = asyncio.Semaphore(self.config.max_concurrent)
+        self.refusal: str | None = None  # set by check_isolation: why tools are not run
         sweep_stale()
 
-    async def probe(self) -> list[str]:
-        """Run a trivial tool once and return the isolation layers this machine allows."""
-        res = await self.run("def probe() -> str:\n    return 'ok'\n", "probe", {})
-        return res.layers
+    async def probe(self) -> SandboxResult:
+        """Run a trivial tool once (even when refusing): the layers this machine allows."""
+        return await self._run("def probe() -> str:\n    return 'ok'\n", "probe", {})
+
+    async def check_isolation(self, allow_weak: bool = False) -> str | None:
+        """Probe; None if every REQUIRED_LAYERS layer applies, else why not. Unless
+        `allow_weak`, the reason becomes `refusal` and every later call is refused."""
+        res = await self.probe()
+        missing = [layer for layer in REQUIRED_LAYERS if layer not in res.layers]
+        if res.ok and not missing:
+            self.refusal = None
+            return None
+        off = [] if self.config.namespaces else ["namespaces are turned off"]
+        why = "; ".join([*off, *res.notes]) or res.error or "unknown"
+        reason = f"custom tools cannot be isolated here: no {', '.join(missing)} ({why})"
+        self.refusal = None if allow_weak else reason
+        return reason
 
     async def run(self, source: str, name: str, args: dict[str, Any]) -> SandboxResult:
+        if self.refusal is not None:
+            return SandboxResult(False, error=f"{name} was not run: {self.refusal}")
+        return await self._run(source, name, args)
+
+    async def _run(self, source: str, name: str, args: dict[str, Any]) -> SandboxResult:
         async with self._slots:
             scratch = tempfile.mkdtemp(prefix=f"vg-tool-{os.getpid()}-")
             try:

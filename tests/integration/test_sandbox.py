@@ -61,7 +61,7 @@ async def run(source: str, args: dict[str, Any] | None = None, **cfg: Any) -> Sa
 
 @pytest.fixture(scope="module")
 def layers() -> list[str]:
-    return asyncio.run(Sandbox().probe())
+    return asyncio.run(Sandbox().probe()).layers
 
 
 def os_allows_namespaces() -> bool:

@@ -24,6 +24,7 @@ from voice_gateway.protocol.letta import (
     tool_json,
 )
 from voice_gateway.routes.http import paginate, parse_body
+from voice_gateway.tool_isolation import refuse_if_unisolated
 
 _BUILTIN_IDS = {builtin_tool_id(t.name): t.name for t in REGISTRY.all()}
 
@@ -98,6 +99,7 @@ async def _save(request: Request, create_only: bool) -> JSONResponse:
     p = await gw.auth.principal(request)
     body = await parse_body(request, ToolIn)
     _check_body(body)
+    refuse_if_unisolated(gw)
     fields = _parse(body.source_code, body)
     voice = body.voice_flag()
     extra = {"voice_safe": voice} if voice is not None else {}
@@ -155,6 +157,8 @@ async def modify_tool(request: Request) -> JSONResponse:
     body = await parse_body(request, ToolUpdate)
     _check_body(body)
     fields: dict[str, Any] = {}
+    if body.source_code is not None:
+        refuse_if_unisolated(gw)
     if body.source_code is not None or body.json_schema or body.args_json_schema:
         fields = _parse(body.source_code or tool.source_code or "", body)
         fields["source_code"] = body.source_code or tool.source_code
