@@ -89,6 +89,7 @@ class Settings(BaseSettings):
 
     # HTTP limits
     max_body_bytes: int = 1_000_000
+    max_header_bytes: int = Field(16_384, ge=1024)  # request line + headers; beyond: 431
     shutdown_grace_s: float = 10.0
     # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
     # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships

@@ -21,7 +21,10 @@ _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """A request body. Strict: JSON types are taken as they are (`true` is no integer, `0` no
+    boolean, `"5"` no number); a 422 names the field. Unknown fields are ignored (Letta's)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class BlockIn(_Body):
@@ -124,7 +127,14 @@ class BlockUpdate(_Body):
 class PassageIn(_Body):
     text: str = Field(min_length=1, max_length=100_000)
     tags: list[str] | None = None
-    created_at: datetime | None = None
+    created_at: datetime | None = Field(None, strict=False)  # JSON has no datetime type
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _iso_text(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, str):
+            raise ValueError("must be an ISO 8601 date-time string")
+        return v
 
 
 class ToolUpdate(_Body):

@@ -143,10 +143,11 @@ class Op:
     media: tuple[str, ...] = ("application/json",)
     errors: str = "Error"  # the schema of error bodies
     form: bool = False  # the body is a form (Twilio webhook), not JSON
+    public: bool = False  # no key needed, even on a keyed gateway
 
 
 OPS: dict[tuple[str, str], Op] = {
-    ("health", "get"): Op(response=ref("Health")),
+    ("health", "get"): Op(response=ref("Health"), public=True),
     ("create_agent", "post"): Op(AgentCreate, status=201, response=ref("Agent")),
     ("list_agents", "get"): Op(
         query=(limit(), *CURSORS, ORDER, q("name", STR), TAGS), response=arr(ref("Agent"))

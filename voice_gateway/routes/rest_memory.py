@@ -17,7 +17,13 @@ from voice_gateway.protocol.letta import (
     passage_json,
     search_result_json,
 )
-from voice_gateway.routes.http import paginate, parse_body, query_bool, query_int
+from voice_gateway.routes.http import (
+    paginate,
+    parse_body,
+    query_bool,
+    query_choice,
+    query_int,
+)
 
 
 async def list_blocks(request: Request) -> JSONResponse:
@@ -122,7 +128,7 @@ async def search_passages(request: Request) -> JSONResponse:
         query,
         query_int(request, "top_k", 10, hi=100),
         tags=request.query_params.getlist("tags") or None,
-        match_all_tags=request.query_params.get("tag_match_mode") == "all",
+        match_all_tags=query_choice(request, "tag_match_mode", ("any", "all"), "any") == "all",
         start=_when(request, "start_datetime"),
         end=_when(request, "end_datetime"),
     )
