@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
+from starlette.routing import Match, Mount
+from starlette.types import Scope
 
 from voice_gateway.errors import ApiError, validation_detail
 
@@ -84,6 +86,16 @@ def query_choice(request: Request, name: str, choices: tuple[str, ...], default:
     if raw not in choices:
         raise ApiError(422, f"query parameter '{name}' must be one of: {', '.join(choices)}")
     return raw
+
+
+class WebMount(Mount):
+    """The static web client at `/`, but never under `/v1/`: there a path the API serves with
+    other methods stays the API's 405 (with `Allow`), an unknown path the API's JSON 404."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("path", "").startswith("/v1/"):
+            return Match.NONE, {}
+        return super().matches(scope)
 
 
 def paginate(
