@@ -18,6 +18,12 @@ LOCAL_EMBED_DIM = 384
 # found by tests/fuzz/test_schemathesis.py: an unbounded int overflowed SQLite's INTEGER (a 500)
 MAX_CONTEXT_WINDOW = 10_000_000
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
+# AgentState's endpoint types are closed enums in Letta (and letta-client's strict mode). Ours
+# that Letta lacks are reported as the nearest: the local MiniLM embedder is a Hugging Face
+# sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
+# offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
+# the configs' `handle` keep our own handles.
+LETTA_LLM_TYPES = frozenset({"openai", "anthropic", "ollama", "vllm", "groq", "mistral"})
 
 
 class _Body(BaseModel):
@@ -245,13 +251,13 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider,
+            "model_endpoint_type": provider if provider in LETTA_LLM_TYPES else "openai",
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },
         "embedding_config": {
             "embedding_model": emb_model,
-            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "local",
+            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "hugging-face",
             "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
             "handle": a.embedding,
         },
