@@ -136,6 +136,8 @@ class AgentStore:
             desc = order == "desc"
             for cursor_id, is_after in ((after, True), (before, False)):
                 cursor = await s.get(Agent, cursor_id) if cursor_id else None
+                if cursor is not None and scoped and cursor.user_id != (user_id or None):
+                    cursor = None  # another user's agent is an unknown cursor: ids can't be probed
                 if cursor is not None:
                     mark = tuple_(cursor.created_at, cursor.id)
                     q = q.where(key > mark if is_after != desc else key < mark)

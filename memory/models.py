@@ -160,7 +160,7 @@ class IdentityData(_Model):
 
 
 class TranscriptEvent(BaseModel):
-    """One finished turn (protocols.md §5)."""
+    """One finished turn (docs/sleeptime.md, stream `vg:transcripts`)."""
 
     event_id: str
     agent_id: str

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 
 from agents.llm import LLMRegistry
@@ -30,6 +30,7 @@ from voice_gateway.limits import Admission, BodyLimit
 from voice_gateway.metrics import Metrics
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
+from voice_gateway.routes.http import WebMount
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
 
@@ -135,7 +136,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
 
         out += voice_ws.routes() + twilio.routes()
     if WEB_DIR.is_dir():
-        out.append(Mount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
+        out.append(WebMount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
     return out
 
 

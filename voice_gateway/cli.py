@@ -34,6 +34,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     logging.getLogger("voice_gateway").info(
         "voice-gateway %s: serving on http://%s:%s", __version__, settings.host, settings.port
     )
+    from voice_gateway.protocol.uvicorn_http import http_options
     from voice_gateway.protocol.uvicorn_ws import ws_protocol
     from voice_gateway.shutdown import GracefulServer
 
@@ -43,6 +44,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         ws=ws_protocol(settings.ws_fast_path),
+        **http_options(settings),
         ws_per_message_deflate=False,
         ws_ping_interval=20,
         ws_ping_timeout=20,

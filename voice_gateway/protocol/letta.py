@@ -18,10 +18,19 @@ LOCAL_EMBED_DIM = 384
 # found by tests/fuzz/test_schemathesis.py: an unbounded int overflowed SQLite's INTEGER (a 500)
 MAX_CONTEXT_WINDOW = 10_000_000
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
+# AgentState's endpoint types are closed enums in Letta (and letta-client's strict mode). Ours
+# that Letta lacks are reported as the nearest: the local MiniLM embedder is a Hugging Face
+# sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
+# offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
+# the configs' `handle` keep our own handles.
+LETTA_LLM_TYPES = frozenset({"openai", "anthropic", "ollama", "vllm", "groq", "mistral"})
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """A request body. Strict: JSON types are taken as they are (`true` is no integer, `0` no
+    boolean, `"5"` no number); a 422 names the field. Unknown fields are ignored (Letta's)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class BlockIn(_Body):
@@ -124,7 +133,14 @@ class BlockUpdate(_Body):
 class PassageIn(_Body):
     text: str = Field(min_length=1, max_length=100_000)
     tags: list[str] | None = None
-    created_at: datetime | None = None
+    created_at: datetime | None = Field(None, strict=False)  # JSON has no datetime type
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _iso_text(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, str):
+            raise ValueError("must be an ISO 8601 date-time string")
+        return v
 
 
 class ToolUpdate(_Body):
@@ -235,13 +251,13 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider,
+            "model_endpoint_type": provider if provider in LETTA_LLM_TYPES else "openai",
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },
         "embedding_config": {
             "embedding_model": emb_model,
-            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "local",
+            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "hugging-face",
             "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
             "handle": a.embedding,
         },

@@ -14,7 +14,8 @@ from starlette.routing import BaseRoute, Route
 from voice_gateway.routes.openapi_schemas import OPS, RESPONSES, Op, Schema, ref
 
 _PARAM = re.compile(r"{(\w+)}")
-ERROR_CODES = ("400", "401", "403", "404", "409", "413", "422", "429")
+# 431: request headers over VG_MAX_HEADER_BYTES (answered by the server before any route)
+ERROR_CODES = ("400", "401", "403", "404", "409", "413", "422", "429", "431")
 
 
 def _body_schema(body: type[BaseModel] | Schema, components: dict[str, Schema]) -> Schema:
@@ -41,19 +42,20 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
     responses: dict[str, Any] = {
         str(code): {"description": "OK", "content": ok} for code in (spec.status, *spec.also)
     }
-    responses.update({code: error for code in ERROR_CODES})
+    responses.update({code: error for code in ERROR_CODES if not (spec.public and code == "401")})
     op: dict[str, Any] = {
         "summary": doc.split("\n")[0] if doc else route.name,
         "description": doc,
         "operationId": f"{route.name}_{method}",
         "parameters": params + list(spec.query),
         "responses": responses,
-        "security": [{"bearer": []}, {}],  # no key needed on an open (loopback) gateway
+        # {}: no key needed on an open (loopback) gateway; a public operation never needs one
+        "security": [] if spec.public else [{"bearer": []}, {}],
     }
     if spec.body is not None:
         media = "application/x-www-form-urlencoded" if spec.form else "application/json"
         op["requestBody"] = {
-            "required": False,
+            "required": not spec.form,  # an empty JSON body is a 400
             "content": {media: {"schema": _body_schema(spec.body, components)}},
         }
     return op

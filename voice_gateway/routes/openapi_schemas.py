@@ -19,6 +19,7 @@ from voice_gateway.protocol.letta import (
     ToolIn,
     ToolUpdate,
 )
+from voice_gateway.protocol.openai_chat import CHAT_ROLES
 
 Schema = dict[str, Any]
 STR: Schema = {"type": "string"}
@@ -110,13 +111,16 @@ RESPONSES: dict[str, Schema] = {
     "OpenAIError": obj({"error": obj({"message": STR, "type": STR})}),
     "ChatCompletion": obj({"id": STR, "object": {"const": "chat.completion"}, "choices": arr(OBJ)}),
 }
-ROLES: Schema = {"enum": ["system", "user", "assistant", "tool"]}
-CHAT_REQUEST: Schema = obj(
+NBOOL: Schema = {"type": ["boolean", "null"]}
+CONTENT = ("string", "array", "null")
+CHAT_REQUEST: Schema = obj(  # protocol/openai_chat.py checks the same
     {
         "model": STR,
-        "messages": arr(obj({"role": ROLES}, {"content": {"type": ["string", "array"]}})),
+        "messages": arr(
+            obj({"role": {"enum": list(CHAT_ROLES)}}, {"content": {"type": [*CONTENT]}})
+        ),
     },
-    {"stream": BOOL, "voice": BOOL, "user": STR},
+    {"stream": NBOOL, "voice": NBOOL, "user": NSTR, "conversation_id": NSTR},
 )
 
 
@@ -143,10 +147,11 @@ class Op:
     media: tuple[str, ...] = ("application/json",)
     errors: str = "Error"  # the schema of error bodies
     form: bool = False  # the body is a form (Twilio webhook), not JSON
+    public: bool = False  # no key needed, even on a keyed gateway
 
 
 OPS: dict[tuple[str, str], Op] = {
-    ("health", "get"): Op(response=ref("Health")),
+    ("health", "get"): Op(response=ref("Health"), public=True),
     ("create_agent", "post"): Op(AgentCreate, status=201, response=ref("Agent")),
     ("list_agents", "get"): Op(
         query=(limit(), *CURSORS, ORDER, q("name", STR), TAGS), response=arr(ref("Agent"))

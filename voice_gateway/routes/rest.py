@@ -17,7 +17,7 @@ from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import rest_memory, rest_messages, rest_tools
-from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
 DEFAULT_PERSONA = "I am a friendly, concise assistant with a long-term memory."
@@ -25,8 +25,8 @@ CLEARABLE = {"description", "greeting", "context_window_limit"}  # PATCH may set
 
 
 async def health(request: Request) -> JSONResponse:
-    """Service health (liveness of the API)."""
-    await request.app.state.gw.auth.principal(request)
+    """Service health (liveness of the API). Public, as in Letta: no key needed, and nothing
+    in it but the status and the version."""
     return JSONResponse({"status": "ok", "version": __version__})
 
 
@@ -109,7 +109,7 @@ async def list_agents(request: Request) -> JSONResponse:
         limit=query_int(request, "limit", 50),
         after=q.get("after"),
         before=q.get("before"),
-        order="desc" if q.get("order") == "desc" else "asc",
+        order=query_choice(request, "order", ("asc", "desc"), "asc"),
     )
     return JSONResponse([await agent_out(request, a) for a in agents])
 

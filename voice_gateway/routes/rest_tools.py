@@ -23,7 +23,7 @@ from voice_gateway.protocol.letta import (
     custom_tool_json,
     tool_json,
 )
-from voice_gateway.routes.http import paginate, parse_body
+from voice_gateway.routes.http import paginate, parse_body, query_choice
 from voice_gateway.tool_isolation import refuse_if_unisolated
 
 _BUILTIN_IDS = {builtin_tool_id(t.name): t.name for t in REGISTRY.all()}
@@ -89,7 +89,7 @@ async def list_tools(request: Request) -> JSONResponse:
         and t["tool_type"] not in skip
         and search in t["name"].lower()
     ]
-    if q.get("order") == "desc":
+    if query_choice(request, "order", ("asc", "desc"), "asc") == "desc":
         out.reverse()
     return JSONResponse(paginate(request, out))
 
