@@ -36,7 +36,7 @@ async def _notify(request: Request, block: BlockData, agent_ids: list[str]) -> N
             await hook(agent_id, block.label, block.version)
 
 
-async def create_block(request: Request) -> JSONResponse:
+async def create_shared_block(request: Request) -> JSONResponse:
     """Create a standalone block, to attach to agents."""
     p = await request.app.state.gw.auth.principal(request)
     body = await parse_body(request, BlockCreate)
@@ -47,7 +47,7 @@ async def create_block(request: Request) -> JSONResponse:
     return JSONResponse(shared_block_json(block))
 
 
-async def list_blocks(request: Request) -> JSONResponse:
+async def list_shared_blocks(request: Request) -> JSONResponse:
     """Blocks you may see (label, identity_id, limit, after, order)."""
     p = await request.app.state.gw.auth.principal(request)
     q = request.query_params
@@ -66,12 +66,12 @@ async def list_blocks(request: Request) -> JSONResponse:
     return JSONResponse([shared_block_json(b) for b in blocks])
 
 
-async def get_block(request: Request) -> JSONResponse:
+async def get_shared_block(request: Request) -> JSONResponse:
     """Retrieve a block by id."""
     return JSONResponse(shared_block_json(await _block(request, request.path_params["block_id"])))
 
 
-async def update_block(request: Request) -> JSONResponse:
+async def update_shared_block(request: Request) -> JSONResponse:
     """Edit a block by id (value, limit, description, read_only; `version` or `If-Match` to
     fail with 409 instead of overwriting a newer version)."""
     gw = request.app.state.gw
@@ -102,7 +102,7 @@ async def update_block(request: Request) -> JSONResponse:
     return JSONResponse(shared_block_json(updated))
 
 
-async def delete_block(request: Request) -> JSONResponse:
+async def delete_shared_block(request: Request) -> JSONResponse:
     """Delete a block (detached from every agent)."""
     block = await _block(request, request.path_params["block_id"])
     agents = await _store(request).delete(block)
@@ -134,13 +134,13 @@ def routes() -> list[BaseRoute]:
     b = "/v1/blocks/{block_id}"
     a = "/v1/agents/{agent_id}/core-memory/blocks"
     return [
-        Route("/v1/blocks", create_block, methods=["POST"]),
-        Route("/v1/blocks/", create_block, methods=["POST"]),
-        Route("/v1/blocks", list_blocks, methods=["GET"]),
-        Route("/v1/blocks/", list_blocks, methods=["GET"]),
-        Route(b, get_block, methods=["GET"]),
-        Route(b, update_block, methods=["PATCH"]),
-        Route(b, delete_block, methods=["DELETE"]),
+        Route("/v1/blocks", create_shared_block, methods=["POST"]),
+        Route("/v1/blocks/", create_shared_block, methods=["POST"]),
+        Route("/v1/blocks", list_shared_blocks, methods=["GET"]),
+        Route("/v1/blocks/", list_shared_blocks, methods=["GET"]),
+        Route(b, get_shared_block, methods=["GET"]),
+        Route(b, update_shared_block, methods=["PATCH"]),
+        Route(b, delete_shared_block, methods=["DELETE"]),
         Route(f"{a}/attach/{{block_id}}", attach_block, methods=["PATCH"]),
         Route(f"{a}/detach/{{block_id}}", detach_block, methods=["PATCH"]),
     ]
