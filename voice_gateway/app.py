@@ -128,9 +128,14 @@ async def close_gateway(gw: Gateway) -> None:
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
-    from voice_gateway.routes import chat_completions, ops, rest
+    from voice_gateway.routes import chat_completions, ops, rest, rest_callers
 
-    out: list[BaseRoute] = [*ops.routes(), *rest.routes(), *chat_completions.routes()]
+    out: list[BaseRoute] = [
+        *ops.routes(),
+        *rest.routes(),
+        *rest_callers.routes(),
+        *chat_completions.routes(),
+    ]
     if settings.voice:
         from voice_gateway.routes import twilio, voice_ws
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.routing import BaseRoute, Route
 
+from voice_gateway.routes.openapi_callers import CALLER_OPS, CALLER_RESPONSES
 from voice_gateway.routes.openapi_schemas import OPS, RESPONSES, Op, Schema, ref
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -29,7 +30,7 @@ def _body_schema(body: type[BaseModel] | Schema, components: dict[str, Schema]) 
 
 def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict[str, Any]:
     doc = (route.endpoint.__doc__ or "").strip()
-    spec = OPS.get((route.name, method), Op())
+    spec = OPS.get((route.name, method)) or CALLER_OPS.get((route.name, method), Op())
     params = [
         {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
         for p in _PARAM.findall(route.path)
@@ -63,7 +64,7 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
 
 def openapi_document(routes: list[BaseRoute], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    components: dict[str, Schema] = dict(RESPONSES)
+    components: dict[str, Schema] = {**RESPONSES, **CALLER_RESPONSES}
     for route in routes:
         if not isinstance(route, Route) or not route.include_in_schema:
             continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from agents.events import (
+    AgentEvent,
     MessageSaved,
     ReasoningDelta,
     RunDone,
@@ -23,6 +24,9 @@ from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages, tool_return_json
 from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.runs import runs_of
+
+Events = Callable[[], AsyncGenerator[AgentEvent, None]]
 
 
 def stop_json(done: RunDone) -> dict[str, Any]:
@@ -69,7 +73,7 @@ async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest)
         return sse(gw, agent_id, inp, body.stream_tokens)
     messages: list[dict[str, Any]] = []
     done: RunDone | None = None
-    async with aclosing(gw.loop.run(agent_id, inp)) as events:
+    async with aclosing(runs_of(gw).run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
                 messages += letta_messages(ev.message)
@@ -98,13 +102,21 @@ def _data(obj: dict[str, Any]) -> str:
 
 
 def sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
+    """Run the turn (cancellable through its conversation) and stream it as SSE."""
+    return sse_events(gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens)
+
+
+def sse_events(gw: Any, events_of: Events, tokens: bool, count: bool = True) -> StreamingResponse:
+    """SSE of a run's events (`count`: a new turn for the metrics, not a resumed stream)."""
+
     async def body() -> AsyncIterator[str]:
-        async with aclosing(gw.loop.run(agent_id, inp)) as events:
+        async with aclosing(events_of()) as events:
             async for ev in events:
                 for chunk in _chunks(ev, tokens):
                     yield _data(chunk)
                 if isinstance(ev, RunDone):
-                    gw.metrics.text_turn(ev.stop_reason, ev.model)
+                    if count:
+                        gw.metrics.text_turn(ev.stop_reason, ev.model)
                     yield _data(stop_json(ev))
                     yield _data(usage_json(ev))
                     if ev.error:
