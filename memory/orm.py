@@ -285,6 +285,11 @@ class Outbox(Base):
     event_id: Mapped[str] = mapped_column(String(64), unique=True)
     agent_id: Mapped[str] = mapped_column(String(64), index=True)
     identity_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    # a turn of a conversation deleted meanwhile is not queued (the insert fails, and with it
+    # the turn's transaction), and deleting a conversation takes its queued turns along
+    conversation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)

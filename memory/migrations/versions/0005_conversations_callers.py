@@ -122,7 +122,16 @@ def upgrade() -> None:
         b.create_index("ix_passages_identity_id", ["identity_id"])
     with op.batch_alter_table("outbox") as b:
         b.add_column(sa.Column("identity_id", sa.String(64), nullable=True))
+        b.add_column(sa.Column("conversation_id", sa.String(64), nullable=True))
+        b.create_foreign_key(
+            "fk_outbox_conversation",
+            "conversations",
+            ["conversation_id"],
+            ["id"],
+            ondelete="CASCADE",
+        )
         b.create_index("ix_outbox_identity_id", ["identity_id"])
+        b.create_index("ix_outbox_conversation_id", ["conversation_id"])
 
     with op.batch_alter_table("blocks") as b:
         b.drop_constraint("uq_blocks_agent_label", type_="unique")
