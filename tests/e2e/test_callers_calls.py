@@ -56,7 +56,7 @@ class Callers:
         body.setdefault(
             "memory_blocks",
             [
-                {"label": "persona", "value": "I am the front desk of a small garden shop."},
+                {"label": "persona", "value": "I am a helpful voice assistant."},
                 {"label": "human", "value": ""},
             ],
         )
@@ -189,7 +189,7 @@ def stated_name(transcript: str) -> str:
 
 VOICE_SAID = {
     "margaret": "Hello, my name is Margaret and I grow green tomatoes in my garden.",
-    "oliver": "Hello, my name is Oliver and I collect old postage stamps.",
+    "thomas": "Hello, my name is Thomas and I collect old postage stamps.",
 }
 
 
@@ -201,7 +201,7 @@ async def test_two_voice_callers_on_one_agent(cs: Callers) -> None:
         who: await cs.voice(agent, cs.token(agent, key)).connect() for who, key in callers.items()
     }
     started = {who: await c.start() for who, c in calls.items()}
-    assert started["margaret"]["conversation_id"] != started["oliver"]["conversation_id"]
+    assert started["margaret"]["conversation_id"] != started["thomas"]["conversation_id"]
     for c in calls.values():  # a first call: nobody's name is known yet
         assert (await c.wait_for("response.text.done", timeout=60))["text"] == GREETING
         await c.wait_for("response.done", timeout=60)
@@ -221,7 +221,7 @@ async def test_two_voice_callers_on_one_agent(cs: Callers) -> None:
     assert cs.held == [True], "the second caller's turn waited for the first caller's"
     said = distinct(heard)
     owners = [owner(body, said) for body in cs.llm.requests]
-    assert sorted(owners) == ["margaret", "oliver"]
+    assert sorted(owners) == ["margaret", "thomas"]
 
     for c in calls.values():
         await c.send({"type": "session.end"})
@@ -256,7 +256,7 @@ async def test_two_voice_callers_on_one_agent(cs: Callers) -> None:
 
 PHONE_SAID = {
     "+14155550111": "Hello, my name is Margaret and I grow green tomatoes.",
-    "+14155550122": "Hello, my name is Oliver and I collect old postage stamps.",
+    "+14155550122": "Hello, my name is Thomas and I collect old postage stamps.",
 }
 
 
