@@ -90,9 +90,14 @@ class Callers:
         in `held`). With one turn lock per agent the second can never arrive: timeout."""
 
         async def before(body: dict[str, Any]) -> None:
-            if self.llm.requests and self.llm.requests[0] is body:
-                other = await self.llm.wait_request(lambda r: r is not body, HOLD_S)
-                self.held.append(other is not None)
+            if self.held or not self.llm.requests or self.llm.requests[0] is not body:
+                return
+            self.held.append(False)
+            # another turn's request (a retry of this one has the same messages)
+            other = await self.llm.wait_request(
+                lambda r: r["messages"][-1] != body["messages"][-1], HOLD_S
+            )
+            self.held[0] = other is not None
 
         self.llm.before = before
 
@@ -361,9 +366,24 @@ async def test_two_chat_completion_users_on_one_agent(cs: Callers) -> None:
 
 
 def tool_result(body: dict[str, Any]) -> str:
+    """The text the last tool result sent back to the model found (its JSON values; the
+    keys echo the queries)."""
     results = [m for m in body["messages"] if m["role"] == "tool"]
     assert results, "the model got no tool result back"
-    return str(results[-1]["content"])
+    raw = str(results[-1]["content"])
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+
+    def values(x: Any) -> list[str]:
+        if isinstance(x, dict):
+            return [v for item in x.values() for v in values(item)]
+        if isinstance(x, list):
+            return [v for item in x for v in values(item)]
+        return [str(x)]
+
+    return " ".join(values(data))
 
 
 async def test_a_callers_search_never_finds_another_callers_words(cs: Callers) -> None:
