@@ -530,18 +530,16 @@ async def test_conversation_deleted_during_a_live_call(cs: Callers) -> None:
     await wait_until(_async(lambda: bool(cs.llm.requests)), "the turn reached the model")
     cs.on_server(cs.memory.conversations.delete(conv))
     gate.set()
-    # the turn ends (a reply or an error event), the gateway does not crash
-    await c.wait_for_any(("response.done", "error"), timeout=60)
-    await asyncio.sleep(1.0)
-    rows = cs.on_server(_rows_of(cs.memory, conv))
-    assert rows == 0, "messages of the deleted conversation were written"
-    if c.close_code is None:  # the call goes on: a next turn works (a new conversation)
-        cs.llm.before = None
-        await c.send({"type": "input_text", "text": "Are you still there?"})
-        await c.wait_for("response.done", timeout=60, count=2)
-        await c.close()
-    else:
-        assert c.of_type("error"), "the call ended without telling why"
+    # the turn ends with response.done and a clear fatal error, then the call closes 4404
+    done = await c.wait_for("response.done", timeout=60)
+    assert done["stop_reason"] == "error"
+    err = await c.wait_for("error", timeout=30)
+    assert err["code"] == "conversation_not_found" and err["fatal"] is True
+    assert await c.wait_closed(30) == 4404
+    assert not [e for e in c.of_type("error") if e["code"] != "conversation_not_found"]
+    await asyncio.sleep(1.0)  # anything the turn would still write
+    assert cs.on_server(_rows_of(cs.memory, conv)) == 0, "the deleted conversation has messages"
+    assert cs.on_server(_outbox_of(cs.memory, conv)) == 0, "the turn was queued for sleeptime"
     assert cs.http.get("/v1/health").status_code == 200
     with pytest.raises(NotFound):
         cs.on_server(cs.memory.conversations.get(conv))
@@ -568,3 +566,13 @@ async def _rows_of(memory: Memory, conversation_id: str) -> int:
             await s.scalar(select(func.count()).where(Message.conversation_id == conversation_id))
             or 0
         )
+
+
+async def _outbox_of(memory: Memory, conversation_id: str) -> int:
+    from sqlalchemy import select
+
+    from memory.orm import Outbox
+
+    async with memory.db.read() as s:
+        rows = await s.scalars(select(Outbox.payload))
+        return sum(1 for p in rows if p.get("conversation_id") == conversation_id)
