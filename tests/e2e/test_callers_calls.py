@@ -46,7 +46,8 @@ class Callers:
 
     @property
     def memory(self) -> Memory:
-        return self.server.app.state.gw.memory  # type: ignore[no-any-return]
+        memory: Memory = self.server.app.state.gw.memory
+        return memory
 
     def on_server(self, coro: Any, timeout: float = 30.0) -> Any:
         return self.server.call(coro, timeout)
@@ -80,10 +81,13 @@ class Callers:
     def identity(self, caller: str) -> IdentityData:
         found = self.on_server(self.memory.identities.by_key(None, caller))
         assert found is not None, f"no identity for caller {caller!r}"
-        return found  # type: ignore[no-any-return]
+        assert isinstance(found, IdentityData)
+        return found
 
     def human(self, agent_id: str, identity_id: str | None) -> BlockData:
-        return self.on_server(self.memory.blocks.get(agent_id, "human", identity_id))  # type: ignore[no-any-return]
+        block = self.on_server(self.memory.blocks.get(agent_id, "human", identity_id))
+        assert isinstance(block, BlockData)
+        return block
 
     def hold_first_turn(self) -> None:
         """Hold the first request the model gets until a second one has arrived (recorded
@@ -114,7 +118,9 @@ class Callers:
             b = await asyncio.to_thread(self.human, agent_id, identity_id)
             return b if word.lower() in b.value.lower() else None
 
-        return await wait_until(check, f"'{word}' in the caller's human block", timeout=120)
+        found = await wait_until(check, f"'{word}' in the caller's human block", timeout=120)
+        assert found is not None
+        return found
 
 
 @pytest.fixture(scope="module")
