@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from sqlalchemy.exc import IntegrityError
+
 from memory.identities import BadCallerKey, check_caller_key
 from memory.models import AgentData, ConversationData, IdentityData, NotFound
 from memory.service import Memory
@@ -79,13 +81,18 @@ async def open_conversation(
         except NotFound:
             if await _exists(memory, requested):
                 raise
-            conv = await memory.conversations.create(
-                agent.id,
-                identity_id=identity_id,
-                user_id=agent.user_id,
-                source=source,
-                conversation_id=requested,
-            )
+            try:
+                conv = await memory.conversations.create(
+                    agent.id,
+                    identity_id=identity_id,
+                    user_id=agent.user_id,
+                    source=source,
+                    conversation_id=requested,
+                )
+            except IntegrityError:  # a concurrent first request of the call adopted it
+                conv = await memory.conversations.open_for(
+                    agent.id, identity_id=identity_id, requested=requested
+                )
         return CallerConversation(identity, conv)
     conv = await memory.conversations.open_for(
         agent.id,
