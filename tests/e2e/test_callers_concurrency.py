@@ -7,6 +7,7 @@ completions) and the loopback model, which records when each request is being an
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -100,6 +101,7 @@ async def test_parallel_edits_of_an_agent_wide_block_are_never_lost(
 
         async def sleeptime_rewrite(n: int) -> None:  # a sleeptime commit on the same block
             await asyncio.sleep(0.2 * n)
+            assert srv.loop is not None
             done = asyncio.wrap_future(
                 asyncio.run_coroutine_threadsafe(
                     memory.blocks.modify(
@@ -130,7 +132,7 @@ async def test_parallel_edits_of_an_agent_wide_block_are_never_lost(
     assert len(history) == len(expected)
     # each change started from the value the one before it left (no overwrite)
     ordered = sorted(history, key=lambda h: h.version)
-    for before_, after in zip(ordered, ordered[1:], strict=False):
+    for before_, after in itertools.pairwise(ordered):
         assert after.old_value == before_.new_value
 
     # the two conversations' turns overlapped; the turns of one conversation never did

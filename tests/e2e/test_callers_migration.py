@@ -63,7 +63,10 @@ async def _insert(conn: Any, table: str, **values: Any) -> None:
     await conn.execute(sa.text(f'INSERT INTO "{table}" ({names}) VALUES ({params})'), row)
 
 
-AGENTS = ("agent-00000000-0000-0000-0000-00000000000a", "agent-00000000-0000-0000-0000-00000000000b")
+AGENTS = (
+    "agent-00000000-0000-0000-0000-00000000000a",
+    "agent-00000000-0000-0000-0000-00000000000b",
+)
 
 
 async def _old_release_data(url: str) -> dict[str, list[str]]:
@@ -165,9 +168,7 @@ async def _check(url: str, order: dict[str, list[str]]) -> None:
             assert conv_data.id == conv and agent_data.id == agent
         async with memory.db.read() as s:
             rows = (
-                await s.execute(
-                    sa.text("SELECT agent_id, identity_id, runs FROM sleeptime_state")
-                )
+                await s.execute(sa.text("SELECT agent_id, identity_id, runs FROM sleeptime_state"))
             ).all()
         assert sorted((a, i, r) for a, i, r in rows) == [(a, "", 3) for a in AGENTS]
     finally:
