@@ -79,8 +79,6 @@ async def open_conversation(
                 agent.id, identity_id=identity_id, requested=requested
             )
         except NotFound:
-            if await _exists(memory, requested):
-                raise
             try:
                 conv = await memory.conversations.create(
                     agent.id,
@@ -89,7 +87,9 @@ async def open_conversation(
                     source=source,
                     conversation_id=requested,
                 )
-            except IntegrityError:  # a concurrent first request of the call adopted it
+            except IntegrityError:
+                # the id is taken: by a concurrent first request of this call (then it is
+                # this caller's now), or by another caller or agent (NotFound, as unknown)
                 conv = await memory.conversations.open_for(
                     agent.id, identity_id=identity_id, requested=requested
                 )
@@ -103,11 +103,3 @@ async def open_conversation(
         new=new,
     )
     return CallerConversation(identity, conv)
-
-
-async def _exists(memory: Memory, conversation_id: str) -> bool:
-    try:
-        await memory.conversations.get(conversation_id)
-    except NotFound:
-        return False
-    return True

@@ -118,7 +118,8 @@ async def test_parallel_edits_of_an_agent_wide_block_are_never_lost(
         )
     responses = [r for r in results if isinstance(r, httpx.Response)]
     assert len(responses) == 2 * PER_USER
-    assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+    failed = [(r.status_code, r.text) for r in responses if r.status_code != 200]
+    assert not failed, failed
 
     final = srv.call(memory.blocks.get(agent, "shop"))
     lines = final.value.split("\n")
