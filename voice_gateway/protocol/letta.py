@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
 from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
@@ -23,7 +24,7 @@ _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 # sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
 # offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
 # the configs' `handle` keep our own handles.
-LETTA_LLM_TYPES = frozenset({"openai", "anthropic", "ollama", "vllm", "groq", "mistral"})
+LETTA_LLM_TYPES = {name: spec.endpoint_type for name, spec in PROVIDERS.items()}
 
 
 class _Body(BaseModel):
@@ -251,7 +252,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider if provider in LETTA_LLM_TYPES else "openai",
+            "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },

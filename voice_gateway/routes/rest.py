@@ -9,14 +9,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agents.llm import LLMRegistry
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
 from memory.models import AgentData, BlockSpec
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
-from voice_gateway.routes import rest_memory, rest_messages, rest_tools
+from voice_gateway.routes import rest_memory, rest_messages, rest_models, rest_tools
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
@@ -45,7 +44,7 @@ async def _check_handles(
 ) -> None:
     try:
         if model is not None:
-            LLMRegistry.validate(model)
+            request.app.state.gw.llms.validate(model)
         if embedding is not None:
             validate_handle(embedding)
     except ValueError as exc:
@@ -169,6 +168,7 @@ def routes() -> list[BaseRoute]:
         *rest_messages.routes(),
         *rest_memory.routes(),
         *rest_tools.routes(),
+        *rest_models.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]
     return table
