@@ -86,6 +86,7 @@ async def open_gateway(settings: Settings) -> Gateway:
                 cpu_s=settings.tool_cpu_s,
                 memory_mb=settings.tool_memory_mb,
                 max_output_bytes=settings.tool_max_output_bytes,
+                return_char_limit=settings.tool_return_char_limit,
                 max_concurrent=settings.tool_max_concurrent,
                 namespaces=settings.tool_namespaces,
             ),

@@ -103,6 +103,7 @@ class Settings(BaseSettings):
     tool_cpu_s: int = Field(5, ge=1, le=600)  # RLIMIT_CPU
     tool_memory_mb: int = Field(256, ge=64, le=65536)  # RLIMIT_AS
     tool_max_output_bytes: int = Field(64_000, ge=1000)  # stdout and stderr, each
+    tool_return_char_limit: int = Field(50_000, ge=100, le=1_000_000)  # longer: cut, with a note
     tool_max_concurrent: int = Field(4, ge=1, le=256)  # sandboxed calls at once
     tool_namespaces: bool = True  # network/mount namespaces where the OS allows
     # Without namespaces custom tools are refused (start log, 403 on creation, tool error on

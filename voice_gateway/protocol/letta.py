@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
+from agents.tools.base_tools import LETTA_TOOL_TYPES
 from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
@@ -61,6 +62,7 @@ class AgentCreate(_Body):
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -83,6 +85,7 @@ class AgentUpdate(_Body):
     model: str | None = None
     embedding: str | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     greeting: str | None = Field(None, max_length=2000)
@@ -203,7 +206,7 @@ def tool_json(t: Tool) -> dict[str, Any]:
         "name": t.name,
         "description": t.description,
         "json_schema": schema,
-        "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
+        "tool_type": LETTA_TOOL_TYPES.get(t.name, "letta_core"),
         "source_type": "python",
         "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
         "voice_safe": t.voice_safe,
