@@ -71,6 +71,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
         fallback=settings.llm_fallback,
+        providers=settings.llm_providers(),
     )
     await asyncio.to_thread(llms.warmup)
     loop = AgentLoop(
@@ -85,6 +86,7 @@ async def open_gateway(settings: Settings) -> Gateway:
                 cpu_s=settings.tool_cpu_s,
                 memory_mb=settings.tool_memory_mb,
                 max_output_bytes=settings.tool_max_output_bytes,
+                return_char_limit=settings.tool_return_char_limit,
                 max_concurrent=settings.tool_max_concurrent,
                 namespaces=settings.tool_namespaces,
             ),
@@ -93,7 +95,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     auth = Auth(memory, settings.api_key, settings.session_secret, settings.session_token_ttl_s)
     events = MemoryEvents()
     memory.on_block_change(events.changed)
-    if not llms.openai_configured and not settings.default_model:
+    if llms.configured() == ["scripted"] and not settings.default_model:
         log.warning(
             "No LLM configured: agents use the offline demo model (scripted/demo). For real "
             "answers set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL to a local OpenAI-compatible "

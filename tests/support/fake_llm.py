@@ -62,7 +62,17 @@ class FakeLLM:
         self.first_chunk_at: list[float] = []
         self.cancelled = 0
         self.before: Hook | None = None
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self.handle, methods=["POST"])])
+        self.models = ["fake"]  # GET /v1/models
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.handle, methods=["POST"]),
+                Route("/v1/models", self.list_models, methods=["GET"]),
+            ]
+        )
+
+    async def list_models(self, request: Request) -> Response:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     def push(self, *replies: Reply) -> None:
         self.queue.extend(replies)

@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
+from agents.tools.base_tools import LETTA_TOOL_TYPES
 from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
@@ -23,7 +25,7 @@ _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 # sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
 # offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
 # the configs' `handle` keep our own handles.
-LETTA_LLM_TYPES = frozenset({"openai", "anthropic", "ollama", "vllm", "groq", "mistral"})
+LETTA_LLM_TYPES = {name: spec.endpoint_type for name, spec in PROVIDERS.items()}
 
 
 class _Body(BaseModel):
@@ -60,6 +62,7 @@ class AgentCreate(_Body):
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -82,6 +85,7 @@ class AgentUpdate(_Body):
     model: str | None = None
     embedding: str | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     greeting: str | None = Field(None, max_length=2000)
@@ -202,7 +206,7 @@ def tool_json(t: Tool) -> dict[str, Any]:
         "name": t.name,
         "description": t.description,
         "json_schema": schema,
-        "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
+        "tool_type": LETTA_TOOL_TYPES.get(t.name, "letta_core"),
         "source_type": "python",
         "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
         "voice_safe": t.voice_safe,
@@ -251,7 +255,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider if provider in LETTA_LLM_TYPES else "openai",
+            "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },

@@ -9,14 +9,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agents.llm import LLMRegistry
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
 from memory.models import AgentData, BlockSpec
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
-from voice_gateway.routes import rest_memory, rest_messages, rest_tools
+from voice_gateway.routes import (
+    rest_memory,
+    rest_messages,
+    rest_models,
+    rest_tool_actions,
+    rest_tools,
+)
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
@@ -45,7 +50,7 @@ async def _check_handles(
 ) -> None:
     try:
         if model is not None:
-            LLMRegistry.validate(model)
+            request.app.state.gw.llms.validate(model)
         if embedding is not None:
             validate_handle(embedding)
     except ValueError as exc:
@@ -66,9 +71,9 @@ async def create_agent(request: Request) -> JSONResponse:
     body = await parse_body(request, AgentCreate)
     model = body.model or gw.default_model()
     embedding = body.embedding or gw.settings.default_embedding
-    tools = list(
-        dict.fromkeys([*(BASE_TOOLS if body.include_base_tools else []), *(body.tools or [])])
-    )
+    by_id = await rest_tools.tool_names_of(request, body.tool_ids or [], principal.user_id)
+    base = BASE_TOOLS if body.include_base_tools else []
+    tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
     await _check_handles(request, model, embedding, tools, principal.user_id)
     blocks = (
         [b.spec() for b in body.memory_blocks]
@@ -125,6 +130,9 @@ async def update_agent(request: Request) -> JSONResponse:
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AgentUpdate)
+    if body.tool_ids is not None:  # Letta's: the agent's tools are these (with `tools`)
+        by_id = await rest_tools.tool_names_of(request, body.tool_ids, agent.user_id)
+        body.tools = list(dict.fromkeys([*(body.tools or []), *by_id]))
     await _check_handles(request, body.model, body.embedding, body.tools, agent.user_id)
     # null clears what may be empty; for the rest it means "unchanged" (a null name was a 500,
     # found by tests/fuzz/test_schemathesis.py)
@@ -133,8 +141,10 @@ async def update_agent(request: Request) -> JSONResponse:
         for k, v in body.model_dump(exclude_unset=True).items()
         if v is not None or k in CLEARABLE
     }
-    if "tools" in fields:
-        fields["tool_names"] = fields.pop("tools")
+    fields.pop("tool_ids", None)
+    if body.tools is not None:
+        fields.pop("tools", None)
+        fields["tool_names"] = body.tools
     if "context_window_limit" in fields:
         fields["context_window"] = fields.pop("context_window_limit")
     updated = await gw.memory.agents.update(agent.id, **fields)
@@ -168,7 +178,9 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
         *rest_messages.routes(),
         *rest_memory.routes(),
+        *rest_tool_actions.routes(),
         *rest_tools.routes(),
+        *rest_models.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]
     return table
