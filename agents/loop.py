@@ -214,7 +214,7 @@ class AgentLoop:
             rec = run.record
             if rec is not None:
                 usage = (run.usage.prompt_tokens, run.usage.completion_tokens)
-                rec.step = StepRecord(str(assistant.step_id), req.model, usage_before=usage)
+                rec.step = StepRecord(str(assistant.step_id), rec.model, usage_before=usage)
                 rec.step_count = step + 1
                 rec.step.llm_started()
             calls: dict[int, Call] = {}

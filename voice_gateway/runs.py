@@ -93,7 +93,7 @@ class ConversationRuns:
         model = inp.model or agent.model
         record = RunRecord(inp.turn_id, agent_id, conv_id, conv.identity_id, "text", model)
         await loop.memory.runs.create(record, background=True, request_config=request_config)
-        run = self._register(loop, agent_id, inp, tokens=False)
+        run = self._register(loop, agent_id, inp, tokens=True)  # re-attached: token by token
         assert run.task is not None
         self.background.add(run.task)
         run.task.add_done_callback(self.background.discard)

@@ -70,6 +70,10 @@ async def run_of(request: Request, run_id: str) -> RunData:
         await gw.auth.agent(request, run.agent_id)
     except NotFound:
         raise NotFound("run", run_id) from None
+    if run.status == "created":  # a background run under way here, before its first step
+        active = runs_of(gw).find(run_id)
+        if active is not None and active.events and not active.done:
+            run.status = "running"
     return run
 
 
