@@ -15,7 +15,6 @@ from memory.identities import BadCallerKey
 from memory.orm import default_conversation_id
 from voice_gateway.callers import open_conversation
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import letta_messages
 from voice_gateway.protocol.letta_callers import (
     AgentNamed,
     ConversationCreate,
@@ -25,7 +24,7 @@ from voice_gateway.protocol.letta_callers import (
 )
 from voice_gateway.routes import conversation_access as access
 from voice_gateway.routes.http import parse_body, query_bool, query_int
-from voice_gateway.routes.rest_messages import respond, sse_events, turn_input
+from voice_gateway.routes.rest_messages import message_page, respond, sse_events, turn_input
 from voice_gateway.runs import runs_of
 
 _ARCHIVE = {"unarchived": False, "archived": True, "all": None}
@@ -147,24 +146,9 @@ async def send_conversation_message(request: Request) -> Response:
 
 async def list_conversation_messages(request: Request) -> JSONResponse:
     """Messages of a conversation (limit, after, before, order asc|desc)."""
-    gw = request.app.state.gw
     q = request.query_params
     agent, conv = await access.conversation(request, _cid(request), q.get("agent_id"))
-    order = q.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise ApiError(422, "order must be 'asc' or 'desc'")
-    rows = await gw.memory.messages.page(
-        agent.id,
-        limit=query_int(request, "limit", 100),
-        after=q.get("after"),
-        before=q.get("before"),
-        order=order,
-        conversation_id=conv.id,
-    )
-    out: list[dict[str, Any]] = []
-    for m in rows:
-        out += letta_messages(m)
-    return JSONResponse(out)
+    return await message_page(request, agent.id, conv.id)
 
 
 async def resume_stream(request: Request) -> Response:

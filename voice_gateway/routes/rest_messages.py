@@ -238,18 +238,26 @@ async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    return await message_page(request, agent.id, request.query_params.get("conversation_id"))
+
+
+async def message_page(
+    request: Request, agent_id: str, conversation_id: str | None
+) -> JSONResponse:
+    """A page of an agent's stored messages (of one conversation if given) in Letta's union,
+    from the query's limit, after, before and order."""
     q = request.query_params
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
     kinds = query_message_types(request)
-    rows = await gw.memory.messages.page(
-        agent.id,
+    rows = await request.app.state.gw.memory.messages.page(
+        agent_id,
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
         before=q.get("before"),
         order=order,
-        conversation_id=q.get("conversation_id"),
+        conversation_id=conversation_id,
     )
     return JSONResponse(messages_json(rows, kinds))
 
