@@ -114,6 +114,14 @@ class AgentStore:
     def decode(self, rows: list[Row]) -> AgentData:
         return _decode_agent(rows, self.db.is_sqlite)
 
+    async def tags(self, *, user_id: str | None = None, scoped: bool = False) -> list[str]:
+        """Every tag on the agents one may see, sorted, each once."""
+        async with self.db.read() as s:
+            q = select(Agent.tags)
+            if scoped:
+                q = q.where(Agent.user_id == user_id if user_id else Agent.user_id.is_(None))
+            return sorted({str(t) for tags in await s.scalars(q) for t in tags or []})
+
     async def page(
         self,
         *,

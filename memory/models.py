@@ -121,6 +121,7 @@ class MessageData(_Model):
     produced: str | None = None
     in_context: bool = True
     created_at: datetime | None = None
+    otid: str | None = None
 
 
 class PassageData(_Model):

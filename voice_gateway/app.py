@@ -120,6 +120,9 @@ async def open_gateway(settings: Settings) -> Gateway:
 
 
 async def close_gateway(gw: Gateway) -> None:
+    runs = gw.extras.get("runs")
+    if runs is not None:  # background runs store what they produced before the bus stops
+        await runs.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -130,11 +133,20 @@ async def close_gateway(gw: Gateway) -> None:
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
-    from voice_gateway.routes import chat_completions, ops, rest, rest_callers
+    from voice_gateway.routes import (
+        chat_completions,
+        ops,
+        rest,
+        rest_callers,
+        rest_recall,
+        rest_runs,
+    )
 
     out: list[BaseRoute] = [
         *ops.routes(),
         *rest.routes(),
+        *rest_runs.routes(),
+        *rest_recall.routes(),
         *rest_callers.routes(),
         *chat_completions.routes(),
     ]

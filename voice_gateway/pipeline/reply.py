@@ -15,6 +15,7 @@ from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
 from memory.models import NotFound, TranscriptEvent
 from memory.orm import new_id, utcnow
+from memory.runs import TurnMetrics
 from voice_gateway.pipeline.sentences import SentenceSplitter
 from voice_gateway.pipeline.services import APOLOGY
 from voice_gateway.pipeline.speech import Speaker, heard_text
@@ -101,7 +102,9 @@ class Reply:
         await self.s.send("turn.metrics", **metrics)
         if not self.turn.greeting and not self.conversation_gone:
             self.s.gw.metrics.observe_turn(self.s.transport.source, metrics)
-            await self.s.gw.memory.finish_turn(self._event(text, text, interrupted=False))
+            await self.s.gw.memory.finish_turn(
+                self._event(text, text, interrupted=False), None, TurnMetrics.of(metrics)
+            )
 
     async def _agent_turn(self) -> None:
         splitter = SentenceSplitter()

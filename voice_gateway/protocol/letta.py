@@ -26,6 +26,20 @@ _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 # offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
 # the configs' `handle` keep our own handles.
 LETTA_LLM_TYPES = {name: spec.endpoint_type for name, spec in PROVIDERS.items()}
+# Letta's MessageType: what `include_return_message_types` may name (anything else: a 422)
+MessageType = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+    "summary_message",
+    "event_message",
+]
 
 
 class _Body(BaseModel):
@@ -69,6 +83,7 @@ class AgentCreate(_Body):
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool = False
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
+    initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -96,6 +111,7 @@ class AgentUpdate(_Body):
 class MessageIn(_Body):
     role: Literal["user", "system", "assistant"] = "user"  # Letta's MessageCreate roles
     content: str | list[dict[str, Any]] = ""
+    otid: str | None = Field(None, max_length=64)
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -112,6 +128,15 @@ class MessagesRequest(_Body):
     stream_tokens: bool = False
     max_steps: int | None = Field(None, ge=1, le=50)
     conversation_id: str | None = Field(None, max_length=64)
+    include_return_message_types: list[MessageType] | None = None
+
+    def otid(self) -> str | None:
+        users = [m for m in self.messages or [] if m.role in ("user", "system")]
+        return users[-1].otid if users else None
+
+    def wants(self, message: dict[str, Any]) -> bool:
+        kinds = self.include_return_message_types
+        return kinds is None or message.get("message_type") in kinds
 
     def user_text(self) -> str | None:
         if self.messages:
@@ -241,7 +266,12 @@ def tool_return_json(content: str, tool_name: str | None) -> dict[str, Any]:
     return {"tool_return": text, "stdout": stdout, "stderr": stderr}
 
 
-def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
+def agent_json(
+    a: AgentData,
+    tools: list[dict[str, Any]],
+    context_window: int,
+    message_ids: list[str] | None = None,
+) -> dict[str, Any]:
     provider, _, model = a.model.partition("/")
     emb_provider, _, emb_model = a.embedding.partition("/")
     blocks = [block_json(b) for b in a.blocks]
@@ -273,6 +303,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "metadata": a.metadata,
         "greeting": a.greeting,
         "voice_default": a.voice_default,
+        "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
     }
@@ -285,7 +316,8 @@ def _base(m: MessageData, message_type: str) -> dict[str, Any]:
         "message_type": message_type,
         "step_id": m.step_id,
         "run_id": m.turn_id,
-        "otid": None,
+        # the client's own id of its message; ours for the others (one per Letta message)
+        "otid": m.otid or f"{m.id.removeprefix('message-')}:{message_type}",
     }
 
 

@@ -11,7 +11,8 @@ from starlette.routing import BaseRoute, Route
 
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
-from memory.models import AgentData, BlockSpec
+from memory.models import AgentData, BlockSpec, MessageData
+from memory.orm import default_conversation_id, new_id
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
@@ -36,9 +37,11 @@ async def health(request: Request) -> JSONResponse:
 
 
 async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
+    """The agent as Letta's AgentState; `message_ids`: its default conversation's context."""
     gw = request.app.state.gw
     tools = await rest_tools.agent_tools_json(request, agent)
-    return agent_json(agent, tools, gw.settings.context_token_budget)
+    ids = await gw.memory.conversations.in_context_ids(default_conversation_id(agent.id))
+    return agent_json(agent, tools, gw.settings.context_token_budget, ids)
 
 
 async def _check_handles(
@@ -98,6 +101,20 @@ async def create_agent(request: Request) -> JSONResponse:
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
     )
+    if body.initial_message_sequence:  # Letta's: the agent's context starts with these
+        await gw.memory.messages.append(
+            [
+                MessageData(
+                    id=new_id("message"),
+                    agent_id=agent.id,
+                    role=m.role,
+                    content=m.text(),
+                    otid=m.otid,
+                    conversation_id=default_conversation_id(agent.id),
+                )
+                for m in body.initial_message_sequence
+            ]
+        )
     return JSONResponse(await agent_out(request, agent), status_code=201)
 
 
