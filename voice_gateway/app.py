@@ -114,10 +114,16 @@ async def open_gateway(settings: Settings) -> Gateway:
     if bus.redis is not None:  # turns of one agent never interleave across instances
         loop.locks = RedisLocks(bus.redis)
     gw.quotas = Quotas(settings, UsageStore(memory.db), gw.metrics, bus.redis)
+    from voice_gateway.file_jobs import FileJobs
+
+    gw.extras["file_jobs"] = FileJobs(memory)
+    await gw.extras["file_jobs"].recover()
     return gw
 
 
 async def close_gateway(gw: Gateway) -> None:
+    if (file_jobs := gw.extras.get("file_jobs")) is not None:
+        await file_jobs.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -128,12 +134,21 @@ async def close_gateway(gw: Gateway) -> None:
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
-    from voice_gateway.routes import chat_completions, ops, rest, rest_callers
+    from voice_gateway.routes import (
+        chat_completions,
+        ops,
+        rest,
+        rest_archives,
+        rest_callers,
+        rest_folders,
+    )
 
     out: list[BaseRoute] = [
         *ops.routes(),
         *rest.routes(),
         *rest_callers.routes(),
+        *rest_archives.routes(),
+        *rest_folders.routes(),
         *chat_completions.routes(),
     ]
     if settings.voice:
@@ -154,7 +169,9 @@ def middleware(settings: Settings) -> list[Middleware]:
         Middleware(OriginGuard, policy=origins),
         Middleware(CORSMiddleware, **origins.cors_options()),
         Middleware(Admission),
-        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(
+            BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.max_file_bytes
+        ),
     ]
 
 
