@@ -114,7 +114,11 @@ class ArchiveStore:
                     return []
                 mark = tuple_(cur.created_at, cur.id)
                 q = q.where(key > mark if is_after != desc else key < mark)
-            order = (Archive.created_at.desc(), Archive.id.desc()) if desc else (key,)
+            order = (
+                (Archive.created_at.desc(), Archive.id.desc())
+                if desc
+                else (Archive.created_at, Archive.id)
+            )
             rows = await s.scalars(q.order_by(*order).limit(limit))
             return [_data(r) for r in rows]
 

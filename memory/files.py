@@ -147,7 +147,11 @@ class FolderStore:
                     return []
                 mark = tuple_(cur.created_at, cur.id)
                 q = q.where(key > mark if is_after != desc else key < mark)
-            order = (Folder.created_at.desc(), Folder.id.desc()) if desc else (key,)
+            order = (
+                (Folder.created_at.desc(), Folder.id.desc())
+                if desc
+                else (Folder.created_at, Folder.id)
+            )
             return [_folder(r) for r in await s.scalars(q.order_by(*order).limit(limit))]
 
     async def update(self, folder_id: str, **fields: Any) -> FolderData:
@@ -286,7 +290,11 @@ class FileStore:
                     return []
                 mark = tuple_(cur.created_at, cur.id)
                 q = q.where(key < mark if desc else key > mark)
-            order = (FileRecord.created_at.desc(), FileRecord.id.desc()) if desc else (key,)
+            order = (
+                (FileRecord.created_at.desc(), FileRecord.id.desc())
+                if desc
+                else (FileRecord.created_at, FileRecord.id)
+            )
             return [
                 FileData.model_validate(r) for r in await s.scalars(q.order_by(*order).limit(limit))
             ]

@@ -98,7 +98,5 @@ def test_bad_input(client: Letta) -> None:
         client.archives.create(name="x", embedding="nobody/nothing")
     # a batch with one bad passage stores none of them
     with pytest.raises(UnprocessableEntityError):
-        client.archives.passages.create_many(
-            kb.id, passages=[{"text": "fine"}, {"text": ""}]
-        )
+        client.archives.passages.create_many(kb.id, passages=[{"text": "fine"}, {"text": ""}])
     assert not client.passages.search(archive_id=kb.id, query="fine")

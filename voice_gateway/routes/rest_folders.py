@@ -17,7 +17,7 @@ from memory.models import Conflict
 from voice_gateway.errors import ApiError
 from voice_gateway.file_jobs import FileJobs
 from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
-from voice_gateway.routes.http import parse_body, query_bool, query_choice, query_int
+from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
 from voice_gateway.routes.rest_archives import embedding_handle
 
 DUPLICATES = ("suffix", "error", "skip", "replace")
@@ -185,7 +185,8 @@ async def folder_agents(request: Request) -> JSONResponse:
 async def agent_folders(request: Request) -> JSONResponse:
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
-    return JSONResponse([folder_json(f) for f in await gw.memory.folders.agent_folders(agent.id)])
+    folders = [folder_json(f) for f in await gw.memory.folders.agent_folders(agent.id)]
+    return JSONResponse(paginate(request, folders))
 
 
 async def _set_attached(request: Request, attached: bool) -> JSONResponse:
