@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Select, delete, func, or_, select, update
@@ -58,7 +59,7 @@ class SearchFilter:
     identity_id: str | None = None  # the caller: their own passages too
 
 
-def state_query() -> Select:  # type: ignore[type-arg]
+def state_query() -> Select:
     return select(
         Archive.id,
         func.coalesce(Agent.embedding, Archive.embedding),
@@ -119,7 +120,7 @@ class ArchivalStore:
             raise NotFound("agent", agent_id)
         return states
 
-    async def states(self, q: Select) -> list[ArchiveState]:  # type: ignore[type-arg]
+    async def states(self, q: Select) -> list[ArchiveState]:
         async with self.db.read() as s:
             rows = (await s.execute(q.order_by(Archive.created_at, Archive.id))).all()
         return [ArchiveState(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
@@ -254,7 +255,7 @@ class ArchivalStore:
             *(self._index(st) for st in states),
         )
         qvecs = {h: got[i][0] for i, h in enumerate(handles)}
-        caches: list[_Cached] = list(got[len(handles) :])  # type: ignore[arg-type]
+        caches: list[_Cached] = list(got[len(handles) :])
 
         def scan() -> list[list[IndexHit]]:
             return [
@@ -361,7 +362,7 @@ class ArchivalStore:
             default_archive_id(agent_id), passage_id, Passage.agent_id == agent_id
         )
 
-    async def delete_where(self, archive_id: str, passage_id: str, *also: object) -> None:
+    async def delete_where(self, archive_id: str, passage_id: str, *also: Any) -> None:
         async with self.db.write() as s:
             res = await s.execute(
                 delete(Passage).where(

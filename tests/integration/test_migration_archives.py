@@ -15,7 +15,6 @@ from memory.db import alembic_config, normalize_url
 from memory.embeddings import LOCAL_HANDLE, get_embedder
 from memory.service import Memory
 
-
 AGENT = "agent-11111111-2222-3333-4444-555555555555"
 
 
