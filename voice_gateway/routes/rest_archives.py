@@ -103,7 +103,7 @@ async def delete_archive(request: Request) -> Response:
     return Response(status_code=204)
 
 
-async def create_passage(request: Request) -> JSONResponse:
+async def add_archive_passage(request: Request) -> JSONResponse:
     """Add a passage (embedded with the archive's embedding model)."""
     archive = await _archive(request)
     body = await parse_body(request, ArchivePassageIn)
@@ -113,7 +113,7 @@ async def create_passage(request: Request) -> JSONResponse:
     return JSONResponse(passage_json(rows[0]))
 
 
-async def create_passages(request: Request) -> JSONResponse:
+async def add_archive_passages(request: Request) -> JSONResponse:
     """Add passages in one transaction: all of them or none."""
     archive = await _archive(request)
     body = await parse_body(request, ArchivePassagesIn)
@@ -123,7 +123,7 @@ async def create_passages(request: Request) -> JSONResponse:
     return JSONResponse([passage_json(r) for r in rows])
 
 
-async def delete_passage(request: Request) -> Response:
+async def delete_archive_passage(request: Request) -> Response:
     archive = await _archive(request)
     await request.app.state.gw.memory.archives.delete_passage(
         archive.id, request.path_params["passage_id"]
@@ -131,12 +131,12 @@ async def delete_passage(request: Request) -> Response:
     return Response(status_code=204)
 
 
-async def attach(request: Request) -> JSONResponse:
+async def attach_archive(request: Request) -> JSONResponse:
     """Attach an archive to an agent: the agent's searches cover it."""
     return await _set_attached(request, True)
 
 
-async def detach(request: Request) -> JSONResponse:
+async def detach_archive(request: Request) -> JSONResponse:
     return await _set_attached(request, False)
 
 
@@ -148,7 +148,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
     return JSONResponse(None)
 
 
-async def search(request: Request) -> JSONResponse:
+async def search_all_passages(request: Request) -> JSONResponse:
     """Semantic search over an agent's archives, one archive, or all of yours. Passages a
     caller's own conversations stored are not found here (no caller asks)."""
     gw = request.app.state.gw
@@ -184,10 +184,14 @@ def routes() -> list[BaseRoute]:
         Route(a, get_archive, methods=["GET"]),
         Route(a, update_archive, methods=["PATCH"]),
         Route(a, delete_archive, methods=["DELETE"]),
-        Route(f"{a}/passages", create_passage, methods=["POST"]),
-        Route(f"{a}/passages/batch", create_passages, methods=["POST"]),
-        Route(f"{a}/passages/{{passage_id}}", delete_passage, methods=["DELETE"]),
-        Route("/v1/agents/{agent_id}/archives/attach/{archive_id}", attach, methods=["PATCH"]),
-        Route("/v1/agents/{agent_id}/archives/detach/{archive_id}", detach, methods=["PATCH"]),
-        Route("/v1/passages/search", search, methods=["POST"]),
+        Route(f"{a}/passages", add_archive_passage, methods=["POST"]),
+        Route(f"{a}/passages/batch", add_archive_passages, methods=["POST"]),
+        Route(f"{a}/passages/{{passage_id}}", delete_archive_passage, methods=["DELETE"]),
+        Route(
+            "/v1/agents/{agent_id}/archives/attach/{archive_id}", attach_archive, methods=["PATCH"]
+        ),
+        Route(
+            "/v1/agents/{agent_id}/archives/detach/{archive_id}", detach_archive, methods=["PATCH"]
+        ),
+        Route("/v1/passages/search", search_all_passages, methods=["POST"]),
     ]

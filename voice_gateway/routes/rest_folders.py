@@ -105,7 +105,7 @@ def _unique(name: str, taken: dict[str, str]) -> str:
     return f"{path.stem}_({n}){path.suffix}"
 
 
-async def upload(request: Request) -> JSONResponse:
+async def upload_file(request: Request) -> JSONResponse:
     """Upload one file (multipart field `file`); it is processed in the background: poll
     `processing_status`. Over the size limit: 413; an unknown type: 415."""
     gw = request.app.state.gw
@@ -200,13 +200,13 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
     return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 
-async def attach(request: Request) -> JSONResponse:
+async def attach_folder(request: Request) -> JSONResponse:
     """Attach a folder: the agent gets the file tools (open_files, grep_files,
     semantic_search_files)."""
     return await _set_attached(request, True)
 
 
-async def detach(request: Request) -> JSONResponse:
+async def detach_folder(request: Request) -> JSONResponse:
     return await _set_attached(request, False)
 
 
@@ -221,12 +221,12 @@ def routes() -> list[BaseRoute]:
         Route(f, get_folder, methods=["GET"]),
         Route(f, update_folder, methods=["PATCH"]),
         Route(f, delete_folder, methods=["DELETE"]),
-        Route(f"{f}/upload", upload, methods=["POST"]),
+        Route(f"{f}/upload", upload_file, methods=["POST"]),
         Route(f"{f}/files", list_files, methods=["GET"]),
         Route(f"{f}/files/{{file_id}}", get_file, methods=["GET"]),
         Route(f"{f}/agents", folder_agents, methods=["GET"]),
         Route(f"{f}/{{file_id}}", delete_file, methods=["DELETE"]),
         Route(ag, agent_folders, methods=["GET"]),
-        Route(f"{ag}/attach/{{folder_id}}", attach, methods=["PATCH"]),
-        Route(f"{ag}/detach/{{folder_id}}", detach, methods=["PATCH"]),
+        Route(f"{ag}/attach/{{folder_id}}", attach_folder, methods=["PATCH"]),
+        Route(f"{ag}/detach/{{folder_id}}", detach_folder, methods=["PATCH"]),
     ]
