@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from sqlalchemy import delete, select, update
 
@@ -33,12 +34,15 @@ class FileJobs:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def recover(self) -> None:
-        """Uploads a previous process did not finish cannot resume (their bytes are gone)."""
+    async def recover(self, stale_s: float = 600.0) -> None:
+        """Uploads a stopped process did not finish cannot resume (their bytes are gone).
+        Only those idle for `stale_s` (a live job writes every batch): another gateway
+        instance may be processing the rest."""
+        cutoff = utcnow() - timedelta(seconds=stale_s)
         async with self.memory.db.write() as s:
             await s.execute(
                 update(FileRecord)
-                .where(FileRecord.status.in_(UNFINISHED))
+                .where(FileRecord.status.in_(UNFINISHED), FileRecord.updated_at < cutoff)
                 .values(status="error", error_message="interrupted by a restart: upload again")
             )
 

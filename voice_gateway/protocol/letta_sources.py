@@ -42,7 +42,16 @@ class ArchivePassageIn(_Body):
 
 
 class ArchivePassagesIn(_Body):
-    passages: list[ArchivePassageIn] = Field(min_length=1, max_length=1000)
+    # at most 1000 (checked below, not in the schema: a longer list a client could send
+    # would be over the body size limit, a 413 before validation)
+    passages: list[ArchivePassageIn] = Field(min_length=1)
+
+    @field_validator("passages")
+    @classmethod
+    def _at_most(cls, v: list[ArchivePassageIn]) -> list[ArchivePassageIn]:
+        if len(v) > 1000:
+            raise ValueError("at most 1000 passages per batch")
+        return v
 
 
 class PassageSearchIn(_Body):

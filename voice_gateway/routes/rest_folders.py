@@ -140,7 +140,9 @@ async def upload_file(request: Request) -> JSONResponse:
         else:
             name = _unique(name, taken)
     record = await gw.memory.files.add(folder, name, kind, len(data))
-    jobs(request).submit(folder, record, data)
+    worker = jobs(request)
+    await worker.recover()  # uploads a stopped gateway left unfinished: "error"
+    worker.submit(folder, record, data)
     return JSONResponse(file_json(record))
 
 
