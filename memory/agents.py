@@ -61,7 +61,7 @@ _GET_IN = _GET.replace(
 
 
 def own_archive(agent_id: str, user_id: str | None, name: str, values: dict[str, Any]) -> Archive:
-    """The agent's default archive: its archival memory (migration 0006)."""
+    """The agent's default archive: its archival memory (migration 0007)."""
     return Archive(
         id=default_archive_id(agent_id),
         user_id=user_id,

@@ -242,7 +242,7 @@ class Message(Base):
 
 
 def default_archive_id(agent_id: str) -> str:
-    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0006)."""
+    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0007)."""
     return "archive-" + agent_id.removeprefix("agent-")
 
 

@@ -1,4 +1,4 @@
-"""Migration 0006 on a database with data: an agent's existing passages move into its own
+"""Migration 0007 on a database with data: an agent's existing passages move into its own
 default archive and stay searchable; a new shared archive attaches next to it."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ AGENT = "agent-11111111-2222-3333-4444-555555555555"
 
 
 def test_passages_move_into_the_agents_own_archive(db_url: str) -> None:
-    command.upgrade(alembic_config(normalize_url(db_url)), "0005")
+    command.upgrade(alembic_config(normalize_url(db_url)), "0006")
     now = datetime.now(UTC).replace(tzinfo=None)
     text = "Ada's cat is called Pixel."
     vec = get_embedder(LOCAL_HANDLE).embed_sync([text])[0].astype(np.float32).tobytes()

@@ -8,8 +8,8 @@
   (a shared archive's passage belongs to no agent);
 - blocks.file_id: an open file's window shown in the context (scope "file").
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from alembic import op
 
 import memory.orm
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
@@ -127,4 +127,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    raise NotImplementedError("0006 (archives, folders and files) cannot be downgraded")
+    raise NotImplementedError("0007 (archives, folders and files) cannot be downgraded")
