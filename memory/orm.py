@@ -121,6 +121,8 @@ class Block(Base):
     description: Mapped[str | None] = mapped_column(Text)
     read_only: Mapped[bool] = mapped_column(Boolean, default=False)
     sleeptime_editable: Mapped[bool] = mapped_column(Boolean, default=False)
+    # scope "file": an open file's window (memory/files.py), closed when the file goes
+    file_id: Mapped[str | None] = mapped_column(ForeignKey("files.id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -301,15 +303,35 @@ class Step(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+def default_archive_id(agent_id: str) -> str:
+    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0007)."""
+    return "archive-" + agent_id.removeprefix("agent-")
+
+
+def _passage_archive(ctx: Any) -> str | None:
+    agent_id = ctx.get_current_parameters().get("agent_id")
+    return default_archive_id(agent_id) if agent_id else None
+
+
 class Passage(Base):
+    """A passage of an archive: the agent's own (`agent_id` set, its default archive), a
+    shared archive's (`agent_id` NULL), or a chunk of a file (`file_id`, a folder's archive)."""
+
     __tablename__ = "passages"
     __table_args__ = (
         Index("ix_passages_agent_seq", "agent_id", "seq"),
         Index("ix_passages_agent_created", "agent_id", "created_at"),
+        Index("ix_passages_archive_seq", "archive_id", "seq"),
     )
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(64), unique=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    agent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    archive_id: Mapped[str] = mapped_column(
+        ForeignKey("archives.id", ondelete="CASCADE"), default=_passage_archive
+    )
+    file_id: Mapped[str | None] = mapped_column(
+        ForeignKey("files.id", ondelete="CASCADE"), index=True
+    )
     text: Mapped[str] = mapped_column(Text)
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     embedding: Mapped[bytes] = mapped_column(LargeBinary)
@@ -406,3 +428,6 @@ class CallUsage(Base):
     day: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD (UTC)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+from memory import orm_sources  # noqa: E402,F401  (archives, folders, files: same metadata)

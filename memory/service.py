@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 from memory.agents import AgentStore, UserStore
 from memory.archival import ArchivalStore
+from memory.archives import ArchiveStore
 from memory.blocks import BlockStore, ChangeHook
 from memory.conversations import ConversationStore
 from memory.db import Database
 from memory.embeddings import Embedder, get_embedder
+from memory.files import FileStore, FolderStore
 from memory.identities import IdentityStore
 from memory.messages import MessageStore
 from memory.models import AgentData, ConversationData, NotFound, TranscriptEvent
@@ -36,6 +38,9 @@ class Memory:
     conversations: ConversationStore
     identities: IdentityStore
     runs: RunStore
+    archives: ArchiveStore
+    folders: FolderStore
+    files: FileStore
 
     @classmethod
     async def open(
@@ -55,18 +60,22 @@ class Memory:
                 handle, openai_api_key=openai_api_key, openai_base_url=openai_base_url
             )
 
+        archival = ArchivalStore(db, embedder_for)
         return cls(
             db=db,
             agents=AgentStore(db),
             users=UserStore(db),
             blocks=BlockStore(db),
             messages=MessageStore(db),
-            archival=ArchivalStore(db, embedder_for),
+            archival=archival,
             outbox=OutboxStore(db),
             tools=ToolStore(db),
             conversations=ConversationStore(db),
             identities=IdentityStore(db),
             runs=RunStore(db),
+            archives=ArchiveStore(db, archival),
+            folders=FolderStore(db),
+            files=FileStore(db),
         )
 
     async def turn_state(

@@ -116,6 +116,10 @@ async def open_gateway(settings: Settings) -> Gateway:
     if bus.redis is not None:  # turns of one agent never interleave across instances
         loop.locks = RedisLocks(bus.redis)
     gw.quotas = Quotas(settings, UsageStore(memory.db), gw.metrics, bus.redis)
+    from voice_gateway.file_jobs import FileJobs
+
+    gw.extras["file_jobs"] = FileJobs(memory)
+    await gw.extras["file_jobs"].recover()
     return gw
 
 
@@ -123,6 +127,8 @@ async def close_gateway(gw: Gateway) -> None:
     runs = gw.extras.get("runs")
     if runs is not None:  # background runs store what they produced before the bus stops
         await runs.aclose()
+    if (file_jobs := gw.extras.get("file_jobs")) is not None:
+        await file_jobs.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -137,7 +143,9 @@ def routes(settings: Settings) -> list[BaseRoute]:
         chat_completions,
         ops,
         rest,
+        rest_archives,
         rest_callers,
+        rest_folders,
         rest_recall,
         rest_runs,
     )
@@ -148,6 +156,8 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *rest_runs.routes(),
         *rest_recall.routes(),
         *rest_callers.routes(),
+        *rest_archives.routes(),
+        *rest_folders.routes(),
         *chat_completions.routes(),
     ]
     if settings.voice:
@@ -168,7 +178,9 @@ def middleware(settings: Settings) -> list[Middleware]:
         Middleware(OriginGuard, policy=origins),
         Middleware(CORSMiddleware, **origins.cors_options()),
         Middleware(Admission),
-        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(
+            BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.max_file_bytes
+        ),
     ]
 
 

@@ -129,6 +129,7 @@ class Settings(BaseSettings):
 
     # HTTP limits
     max_body_bytes: int = 1_000_000
+    max_file_bytes: int = Field(20_000_000, ge=1)  # one upload to a folder; beyond: 413
     max_header_bytes: int = Field(16_384, ge=1024)  # request line + headers; beyond: 431
     # SIGTERM: browser calls finish their turn and reconnect elsewhere; phone calls go on until
     # they end or this runs out (keep it below compose's stop_grace_period; docs/operations.md)

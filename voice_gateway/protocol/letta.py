@@ -274,7 +274,7 @@ def agent_json(
 ) -> dict[str, Any]:
     provider, _, model = a.model.partition("/")
     emb_provider, _, emb_model = a.embedding.partition("/")
-    blocks = [block_json(b) for b in a.blocks]
+    blocks = [block_json(b) for b in a.blocks if b.scope != "file"]  # open files: not core
     return {
         "id": a.id,
         "name": a.name,
@@ -360,7 +360,8 @@ def passage_json(p: PassageData) -> dict[str, Any]:
         "tags": p.tags,
         "created_at": iso(p.created_at),
         "agent_id": p.agent_id,
-        "archive_id": None,
+        "archive_id": p.archive_id,
+        "file_id": p.file_id,
         "embedding": None,
     }
 
