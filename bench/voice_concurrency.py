@@ -508,18 +508,26 @@ def behind(level: dict[str, Any]) -> bool:
     return bool(level["loader_lateness"].get("p99_ms", float("inf")) >= 20)
 
 
-def best_levels(out: list[dict[str, Any]], impl: str, layout: str) -> dict[str, int]:
-    """The largest level passing each rule (and both) for one protocol and layout."""
-    mine = [lv for lv in out if lv["ws"] == impl and lv["agents"] == layout]
-
-    def top(ok: Any) -> int:
-        return max((lv["calls"] for lv in mine if ok(lv)), default=0)
-
-    return {
-        "frame": top(lambda lv: lv["rules"]["frame"]),
-        "reply": top(lambda lv: lv["rules"]["reply"]),
-        "both": top(lambda lv: lv["passed"]),
+def best_levels(
+    out: list[dict[str, Any]], impl: str, layout: str, passes: int = 1
+) -> dict[str, Any]:
+    """The largest level passing each rule (and both) for one protocol and layout: in each
+    pass (`per_pass`), and the smallest of those (`frame`, `reply`, `both`: held every time)."""
+    rules = {
+        "frame": lambda lv: lv["rules"]["frame"],
+        "reply": lambda lv: lv["rules"]["reply"],
+        "both": lambda lv: lv["passed"],
     }
+    per_pass = {rule: [0] * passes for rule in rules}
+    for k in range(passes):
+        mine = [
+            lv
+            for lv in out
+            if lv["ws"] == impl and lv["agents"] == layout and lv.get("pass", 0) == k
+        ]
+        for rule, ok in rules.items():
+            per_pass[rule][k] = max((lv["calls"] for lv in mine if ok(lv)), default=0)
+    return {**{rule: min(v) for rule, v in per_pass.items()}, "per_pass": per_pass}
 
 
 def main() -> None:
@@ -552,6 +560,13 @@ def main() -> None:
         choices=["both", *LAYOUTS],
         help="per-call: an agent per call; one: every call on ONE agent, each its own caller; "
         "both: each level in both layouts (one gateway each), compared in the same run",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="passes over the levels (the layouts alternate going first); a layout's level "
+        "counts as held when it passed in every pass",
     )
     p.add_argument(
         "--no-turns", action="store_true", help="STT hears nothing: the audio path alone"
@@ -604,18 +619,11 @@ def main() -> None:
             for impl in impls
             for layout in layouts
         }
-        try:
-            agents: dict[tuple[str, str], list[str]] = {}
-            for (impl, layout), gw in gws.items():
-                if layout == "one":
-                    agents[impl, layout] = [gw.agent(name="shared")] * max(levels)
-                else:
-                    agents[impl, layout] = [
-                        gw.agent(name=f"caller-{i}") for i in range(max(levels))
-                    ]
+
+        def run_pass(k: int, order: list[tuple[tuple[str, str], Any]]) -> None:
             done: set[tuple[str, str]] = set()
             for n in levels:
-                for (impl, layout), gw in gws.items():
+                for (impl, layout), gw in order:
                     if (impl, layout) in done:
                         continue
                     attempts = 0
@@ -643,16 +651,35 @@ def main() -> None:
                             "agents": layout,
                             "settled_s": settled_s,
                             "attempts": attempts,
+                            "pass": k,
                             **level,
                         }
                     )
                     print(json.dumps(row(impl, layout, args.client, level)), file=sys.stderr)
                     if not (level["rules"]["frame"] or level["rules"]["reply"] or behind(level)):
                         done.add((impl, layout))  # its next levels would fail too
+
+        try:
+            agents: dict[tuple[str, str], list[str]] = {}
+            for (impl, layout), gw in gws.items():
+                if layout == "one":
+                    agents[impl, layout] = [gw.agent(name="shared")] * max(levels)
+                else:
+                    agents[impl, layout] = [
+                        gw.agent(name=f"caller-{i}") for i in range(max(levels))
+                    ]
+            for k in range(args.repeat):
+                # each pass sweeps the levels; the layouts take turns going first
+                order = list(gws.items())
+                run_pass(k, order if k % 2 == 0 else order[::-1])
         finally:
             for gw in gws.values():
                 gw.stop()
-    best = {impl: {layout: best_levels(out, impl, layout) for layout in layouts} for impl in impls}
+    best = {
+        impl: {layout: best_levels(out, impl, layout, args.repeat) for layout in layouts}
+        for impl in impls
+    }
+
     shared_vs_per_call = {
         impl: {
             rule: {
@@ -672,6 +699,7 @@ def main() -> None:
             "quick": args.quick,
             "seconds_per_level": seconds,
             "levels_run": levels,
+            "passes": args.repeat,
             "turn_cycle_s": args.cycle,
             "speech": speech,
             "endpoint_silence_ms": args.endpoint_ms,
