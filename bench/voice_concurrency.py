@@ -114,7 +114,10 @@ def cycle_pattern(
         for k in range(2 * len(pattern))  # the second cycle: the detector's state as in a call
         if any(isinstance(e, SpeechStopped) for e in detector.feed(pattern[k % len(pattern)]))
     ]
-    return Pattern(pattern, last_sound_frame(speech), ends[-1])
+    last = last_sound_frame(speech)
+    if not ends or ends[-1] <= last:
+        raise SystemExit(f"the turn does not end within the {cycle_s} s cycle")
+    return Pattern(pattern, last, ends[-1])
 
 
 class BenchCall(LoadCall):
