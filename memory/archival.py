@@ -230,7 +230,9 @@ class ArchivalStore:
         async with self.db.read() as s:
             q = select(Passage).where(Passage.agent_id == agent_id)
             if after:
-                seq = await s.scalar(select(Passage.seq).where(Passage.id == after))
+                seq = await s.scalar(  # only this agent's passages are cursors
+                    select(Passage.seq).where(Passage.id == after, Passage.agent_id == agent_id)
+                )
                 if seq is None:
                     raise NotFound("passage", after)
                 q = q.where(Passage.seq > seq if ascending else Passage.seq < seq)

@@ -127,12 +127,35 @@ class BlockStore:
         write raises Conflict instead. `fields` sets limit/description/read_only.
         """
         block_id = (await self.get(agent_id, label, identity_id)).id
+        return await self.modify_id(
+            block_id,
+            edit,
+            actor=actor,
+            expected_version=expected_version,
+            fields=fields,
+            retries=retries,
+            label=label,
+        )
+
+    async def modify_id(
+        self,
+        block_id: str,
+        edit: Edit | None = None,
+        *,
+        actor: Actor,
+        expected_version: int | None = None,
+        fields: dict[str, Any] | None = None,
+        retries: int = 8,
+        label: str | None = None,
+    ) -> BlockData:
+        """`modify` of a block named by id (a shared block has no owning agent)."""
+        name = label or block_id
         for _ in range(retries):
-            result = await self._try_modify(block_id, label, edit, actor, expected_version, fields)
+            result = await self._try_modify(block_id, name, edit, actor, expected_version, fields)
             if result is not None:
                 await self.notify(result)
                 return result
-        raise Conflict(f"block '{label}' kept changing; gave up after {retries} attempts")
+        raise Conflict(f"block '{name}' kept changing; gave up after {retries} attempts")
 
     async def _seeds(self, templates: Sequence[Block]) -> dict[str, str]:
         """The value a caller's copy starts from: the template as a user (the operator) last

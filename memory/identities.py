@@ -218,4 +218,7 @@ class IdentityStore:
                         updated_at=Agent.updated_at,
                     )
                 )
-        return Erased(sorted(agents | passage_agents), *counts)
+        messages, conversations, blocks, passages, outbox = counts
+        return Erased(
+            sorted(agents | passage_agents), conversations, messages, blocks, passages, outbox
+        )

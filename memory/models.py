@@ -121,6 +121,7 @@ class MessageData(_Model):
     produced: str | None = None
     in_context: bool = True
     created_at: datetime | None = None
+    otid: str | None = None
 
 
 class PassageData(_Model):
@@ -160,7 +161,7 @@ class IdentityData(_Model):
 
 
 class TranscriptEvent(BaseModel):
-    """One finished turn (protocols.md §5)."""
+    """One finished turn (docs/sleeptime.md, stream `vg:transcripts`)."""
 
     event_id: str
     agent_id: str

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -237,6 +238,67 @@ class Message(Base):
     produced: Mapped[str | None] = mapped_column(Text)  # the full text when cut to what was heard
     in_context: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    otid: Mapped[str | None] = mapped_column(String(64))  # the client's offline threading id
+
+
+class Run(Base):
+    """One agent request (a REST message, a chat completion, a voice turn, a sleeptime pass),
+    written by the agent loop with its steps, in each step's own transaction. Its id is the
+    turn id its messages carry (`messages.turn_id`)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_agent_seq", "agent_id", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    # a run goes with its conversation (erasure); runs that store no messages have none
+    conversation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    identity_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the caller
+    source: Mapped[str] = mapped_column(String(16), default="text")
+    background: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(16), default="created")
+    stop_reason: Mapped[str | None] = mapped_column(String(48))
+    error: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+    step_count: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    ttft_ns: Mapped[int | None] = mapped_column(BigInteger)
+    total_duration_ns: Mapped[int | None] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # a voice turn's
+    request_config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Step(Base):
+    """One model call of a run: model, tokens, timing (ns), status; its messages carry its id."""
+
+    __tablename__ = "steps"
+    __table_args__ = (Index("ix_steps_agent_seq", "agent_id", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String(64))
+    conversation_id: Mapped[str | None] = mapped_column(String(64))
+    identity_id: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="success")
+    stop_reason: Mapped[str | None] = mapped_column(String(48))
+    error: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    step_start_ns: Mapped[int | None] = mapped_column(BigInteger)
+    step_ns: Mapped[int | None] = mapped_column(BigInteger)
+    llm_request_ns: Mapped[int | None] = mapped_column(BigInteger)
+    ttft_ns: Mapped[int | None] = mapped_column(BigInteger)
+    tool_execution_ns: Mapped[int | None] = mapped_column(BigInteger)
+    feedback: Mapped[str | None] = mapped_column(String(10))
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Passage(Base):
@@ -285,6 +347,11 @@ class Outbox(Base):
     event_id: Mapped[str] = mapped_column(String(64), unique=True)
     agent_id: Mapped[str] = mapped_column(String(64), index=True)
     identity_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    # a turn of a conversation deleted meanwhile is not queued (the insert fails, and with it
+    # the turn's transaction), and deleting a conversation takes its queued turns along
+    conversation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)

@@ -13,8 +13,8 @@ from memory.orm import Outbox, ProcessedEvent, utcnow
 from memory.raw import Stmt
 
 _INSERT = (
-    "INSERT INTO outbox (event_id, agent_id, identity_id, payload, created_at, attempts) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO outbox (event_id, agent_id, identity_id, conversation_id, payload, created_at, "
+    "attempts) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -34,7 +34,16 @@ class OutboxStore:
         `added()` once it committed."""
         payload = event.model_dump(mode="json")
         return Stmt(
-            _INSERT, (event.event_id, event.agent_id, event.identity_id, payload, utcnow(), 0)
+            _INSERT,
+            (
+                event.event_id,
+                event.agent_id,
+                event.identity_id,
+                event.conversation_id,
+                payload,
+                utcnow(),
+                0,
+            ),
         )
 
     async def pending(self, limit: int = 500) -> list[tuple[int, TranscriptEvent]]:

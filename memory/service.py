@@ -16,6 +16,7 @@ from memory.models import AgentData, ConversationData, NotFound, TranscriptEvent
 from memory.orm import Conversation
 from memory.outbox import OutboxStore
 from memory.raw import Codec, Stmt
+from memory.runs import RunStore, TurnMetrics, metrics_stmt
 from memory.tools import ToolStore
 
 _CONVERSATIONS = Codec(Conversation.__table__)  # type: ignore[arg-type]
@@ -34,6 +35,7 @@ class Memory:
     tools: ToolStore
     conversations: ConversationStore
     identities: IdentityStore
+    runs: RunStore
 
     @classmethod
     async def open(
@@ -64,6 +66,7 @@ class Memory:
             tools=ToolStore(db),
             conversations=ConversationStore(db),
             identities=IdentityStore(db),
+            runs=RunStore(db),
         )
 
     async def turn_state(
@@ -88,11 +91,16 @@ class Memory:
         return self.agents.decode(rows), conv
 
     async def finish_turn(
-        self, event: TranscriptEvent | None, truncations: dict[str, str] | None = None
+        self,
+        event: TranscriptEvent | None,
+        truncations: dict[str, str] | None = None,
+        metrics: TurnMetrics | None = None,
     ) -> None:
         """Cut assistant messages to what the caller heard and queue the turn's transcript
-        event, in one transaction."""
+        event (and keep a voice turn's latencies on its run), in one transaction."""
         also = [self.outbox.insert(event)] if event is not None else []
+        if metrics is not None and event is not None:
+            also.append(metrics_stmt(event.turn_id, metrics))
         await self.messages.truncate(truncations or {}, also=also)
         if event is not None:
             self.outbox.added()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 
 from agents.llm import LLMRegistry
@@ -30,7 +30,9 @@ from voice_gateway.limits import Admission, BodyLimit
 from voice_gateway.metrics import Metrics
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
+from voice_gateway.routes.http import WebMount
 from voice_gateway.settings import Settings
+from voice_gateway.tool_isolation import check_tool_isolation
 
 if TYPE_CHECKING:
     from voice_gateway.pipeline.services import VoiceServices
@@ -69,6 +71,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
         fallback=settings.llm_fallback,
+        providers=settings.llm_providers(),
     )
     await asyncio.to_thread(llms.warmup)
     loop = AgentLoop(
@@ -83,6 +86,7 @@ async def open_gateway(settings: Settings) -> Gateway:
                 cpu_s=settings.tool_cpu_s,
                 memory_mb=settings.tool_memory_mb,
                 max_output_bytes=settings.tool_max_output_bytes,
+                return_char_limit=settings.tool_return_char_limit,
                 max_concurrent=settings.tool_max_concurrent,
                 namespaces=settings.tool_namespaces,
             ),
@@ -91,7 +95,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     auth = Auth(memory, settings.api_key, settings.session_secret, settings.session_token_ttl_s)
     events = MemoryEvents()
     memory.on_block_change(events.changed)
-    if not llms.openai_configured and not settings.default_model:
+    if llms.configured() == ["scripted"] and not settings.default_model:
         log.warning(
             "No LLM configured: agents use the offline demo model (scripted/demo). For real "
             "answers set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL to a local OpenAI-compatible "
@@ -100,6 +104,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     gw = Gateway(
         settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
     )
+    await check_tool_isolation(gw)
     if settings.voice:
         from voice_gateway.pipeline.services import VoiceServices
 
@@ -115,6 +120,9 @@ async def open_gateway(settings: Settings) -> Gateway:
 
 
 async def close_gateway(gw: Gateway) -> None:
+    runs = gw.extras.get("runs")
+    if runs is not None:  # background runs store what they produced before the bus stops
+        await runs.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -125,15 +133,29 @@ async def close_gateway(gw: Gateway) -> None:
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
-    from voice_gateway.routes import chat_completions, ops, rest
+    from voice_gateway.routes import (
+        chat_completions,
+        ops,
+        rest,
+        rest_callers,
+        rest_recall,
+        rest_runs,
+    )
 
-    out: list[BaseRoute] = [*ops.routes(), *rest.routes(), *chat_completions.routes()]
+    out: list[BaseRoute] = [
+        *ops.routes(),
+        *rest.routes(),
+        *rest_runs.routes(),
+        *rest_recall.routes(),
+        *rest_callers.routes(),
+        *chat_completions.routes(),
+    ]
     if settings.voice:
         from voice_gateway.routes import twilio, voice_ws
 
         out += voice_ws.routes() + twilio.routes()
     if WEB_DIR.is_dir():
-        out.append(Mount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
+        out.append(WebMount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
     return out
 
 

@@ -38,6 +38,15 @@ def client_ip(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client is not None else "-"
 
 
+def same(given: str, expected: str) -> bool:
+    """Constant-time comparison of a credential. On bytes: `hmac.compare_digest` raises
+    TypeError for a str with non-ASCII characters (a header such as `Bearer é`), which made
+    such a key a 500 instead of a 401."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
 def anonymous(ip: str) -> Principal:
     return Principal(None, f"anon:{ip}")
 
@@ -56,7 +65,7 @@ class Auth:
     async def check_key(self, key: str | None, client_ip: str = "-") -> Principal:
         """Resolve a bearer key. Without VG_API_KEY, no key means open (loopback) access."""
         if key:
-            if self.api_key and hmac.compare_digest(key, self.api_key):
+            if self.api_key and same(key, self.api_key):
                 return Principal()
             user_id = await self.users.by_key(key)
             if user_id:
@@ -105,7 +114,7 @@ class Auth:
 
     def verify_token(self, token: str, agent_id: str) -> Principal:
         payload, _, sig = token.partition(".")
-        if not sig or not hmac.compare_digest(sig, self._sign(payload)):
+        if not sig or not same(sig, self._sign(payload)):
             raise ApiError(401, "invalid session token")
         try:
             data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))

@@ -24,9 +24,17 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.port:
         settings.port = args.port
     settings.check_bind_safety()
+    if settings.voice:
+        from voice_gateway.provider_check import ProviderSettingError, check_provider_settings
+
+        try:
+            check_provider_settings(settings)
+        except ProviderSettingError as exc:
+            raise SystemExit(f"voice-gateway: {exc}") from None
     logging.getLogger("voice_gateway").info(
         "voice-gateway %s: serving on http://%s:%s", __version__, settings.host, settings.port
     )
+    from voice_gateway.protocol.uvicorn_http import http_options
     from voice_gateway.protocol.uvicorn_ws import ws_protocol
     from voice_gateway.shutdown import GracefulServer
 
@@ -36,13 +44,14 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         ws=ws_protocol(settings.ws_fast_path),
+        **http_options(settings),
         ws_per_message_deflate=False,
         ws_ping_interval=20,
         ws_ping_timeout=20,
         log_config=None,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+        timeout_graceful_shutdown=5,  # after the drain: what is left gets 5 s
     )
-    GracefulServer(config, app, settings.shutdown_grace_s).run()
+    GracefulServer(config, app, settings.drain_timeout_s).run()
     return 0
 
 
@@ -104,7 +113,9 @@ async def _agents(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.agents_cmd == "create":
             llms = LLMRegistry(
-                openai_api_key=settings.openai_api_key, openai_base_url=settings.openai_base_url
+                openai_api_key=settings.openai_api_key,
+                openai_base_url=settings.openai_base_url,
+                providers=settings.llm_providers(),
             )
             agent = await memory.agents.create(
                 user_id=None,

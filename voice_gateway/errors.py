@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Mount, Route
 
 from agents.locks import LockTimeout
 from memory.models import Conflict, LimitExceeded, NotFound
@@ -28,6 +29,20 @@ def validation_detail(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err.get("loc", ())) or "body"
         parts.append(f"{where}: {err.get('msg')}")
     return "; ".join(parts)
+
+
+def allowed_methods(request: Request) -> str:
+    """The `Allow` header of a 405: the methods of every route on the request's path (one path
+    is served by several Route objects, one per method; Starlette names only the first's). A
+    static mount (the web client) serves GET and HEAD."""
+    allowed: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if isinstance(route, Route) and match is not Match.NONE:
+            allowed |= route.methods or set()
+        elif isinstance(route, Mount) and match is not Match.NONE and not allowed:
+            allowed |= {"GET", "HEAD"}
+    return ", ".join(sorted(allowed))
 
 
 async def handle(request: Request, exc: Exception) -> Response:
@@ -50,7 +65,8 @@ async def handle(request: Request, exc: Exception) -> Response:
         status, detail = 400, f"malformed JSON body: {exc.msg} at position {exc.pos}"
     else:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse({"detail": detail}, status_code=status)
+    headers = {"Allow": allowed_methods(request)} if status == 405 else None
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
 EXCEPTION_HANDLERS = {

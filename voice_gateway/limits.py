@@ -33,7 +33,8 @@ async def send_json(
 
 def needs_key(path: str) -> bool:
     """The API under /v1 needs a key (when VG_API_KEY is set) before any route code runs, so
-    a route that forgot its own auth call is still closed. Public: probes, the API
+    a route that forgot its own auth call is still closed. Public: probes (`/v1/health/`
+    included, as in Letta; they never reach this check, see NOT_LIMITED), the API
     description, the static web client, and the Twilio webhook (X-Twilio-Signature)."""
     return path.startswith("/v1/") and path != "/v1/telephony/twilio/voice"
 

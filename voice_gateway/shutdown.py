@@ -1,6 +1,9 @@
-"""Graceful shutdown: on SIGTERM stop taking calls, let current turns finish up to a deadline,
-tell callers (`error` server_shutdown, then close 1012), flush the outbox, then let uvicorn
-close the rest. A second signal forces the exit."""
+"""Graceful shutdown: on SIGTERM stop taking calls (/ready 503, new sockets closed 1012). Browser
+calls: the current turn finishes (up to the deadline), then `error` server_shutdown and close
+1012 (the client reconnects elsewhere). Phone calls cannot reconnect: they go on until they end
+or the deadline (VG_DRAIN_TIMEOUT_S) comes near, then hear a goodbye and are closed
+(pipeline/phone_drain.py). Then the outbox is flushed and uvicorn closes the rest. A second
+signal forces the exit."""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ async def drain(gw: Gateway, grace_s: float) -> None:
     gw.extras["draining"] = True  # /ready says 503; new calls are refused with 1012
     deadline = time.monotonic() + grace_s
     sessions = list(gw.extras.get("calls", ()))
-    log.info("draining: %d call(s), up to %.0f s", len(sessions), grace_s)
+    phones = sum(1 for s in sessions if s.transport.source == "phone")
+    log.info("draining: %d call(s) (%d by phone), up to %.0f s", len(sessions), phones, grace_s)
     await asyncio.gather(*(s.drain(deadline) for s in sessions), return_exceptions=True)
     bus = gw.extras.get("bus")
     if bus is not None:

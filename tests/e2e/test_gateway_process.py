@@ -26,7 +26,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
     tmp = tmp_path_factory.mktemp("gwproc")
     env = base_env(
         VG_DATABASE_URL=f"sqlite+aiosqlite:///{tmp / 'vg.db'}",
-        VG_SHUTDOWN_GRACE_S="20",
+        VG_DRAIN_TIMEOUT_S="20",
         VG_LOG_FORMAT="json",
     )
     gw = GatewayProcess(env, tmp / "gateway.log").start()

@@ -101,7 +101,7 @@ def _code(ws: ClientConnection) -> int | None:
 
 def browser_model(frames: list[Frame]) -> tuple[int, int, bool]:
     """(non-fatal errors due, close code, started) for this sequence followed by the probe (a
-    valid session.start, then session.end), as protocols.md §1 says."""
+    valid session.start, then session.end), as docs/voice_socket.md says."""
     started, errors = False, 0
     for _, item in [*frames, ("probe", VALID_START), ("probe", '{"type":"session.end"}')]:
         frame = wire(item)

@@ -27,7 +27,8 @@ def test_keys_and_scoping(gateway_factory, db_url: str) -> None:  # type: ignore
     key_a, key_b = make_user(db_url, "alice"), make_user(db_url, "bob")
     srv = gateway_factory(database_url=db_url, api_key="server-secret")
     with httpx.Client(base_url=srv.url) as http:
-        assert http.get("/v1/health/").status_code == 401
+        assert http.get("/v1/health/").status_code == 200  # public, as in Letta
+        assert http.get("/v1/agents/").status_code == 401
         assert http.get("/v1/agents/", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert http.get("/v1/agents/", headers={"Authorization": "Basic abc"}).status_code == 401
         assert (

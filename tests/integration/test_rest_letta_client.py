@@ -4,6 +4,7 @@ text API, with the loopback OpenAI-compatible LLM and with the offline scripted 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from letta_client import Letta
@@ -15,7 +16,14 @@ from tests.support.servers import ServerThread
 @pytest.fixture
 def client(gateway_factory, db_url: str, fake_llm_url: str) -> Iterator[Letta]:  # type: ignore[no-untyped-def]
     srv = gateway_factory(database_url=db_url, openai_base_url=fake_llm_url, openai_api_key="test")
-    yield Letta(base_url=srv.url, api_key="any-key-on-loopback", timeout=60)
+    # strict: every response must validate against the SDK's own models (an unknown enum
+    # value, a missing required field or a wrong type raises APIResponseValidationError)
+    yield Letta(
+        base_url=srv.url,
+        api_key="any-key-on-loopback",
+        timeout=60,
+        _strict_response_validation=True,
+    )
 
 
 @pytest.mark.parametrize("model", ["openai/fake", "scripted/demo"])
@@ -176,3 +184,82 @@ def test_openapi_lists_the_api(gateway_factory, sqlite_url: str) -> None:  # typ
         ("/v1/chat/completions", "post"),
     ]:
         assert method in doc["paths"][path], (path, method)
+
+
+SHOUT = '''def shout(text: str) -> str:
+    """Say it loudly.
+
+    Args:
+        text: What to say.
+    """
+    return text.upper()
+'''
+
+
+def strict(items: Any) -> list[Any]:
+    """The items of a list response, each validated by its SDK model: letta-client builds pages
+    without validation, even in strict mode."""
+    out = list(items)
+    for item in out:
+        type(item).model_validate(item.to_dict(mode="json"))
+    return out
+
+
+def test_every_route_validates_in_strict_mode(client: Letta, fake_llm: FakeLLM) -> None:
+    """letta-client 1.12.1 with `_strict_response_validation=True` over every route we serve:
+    any response the SDK's models refuse raises APIResponseValidationError (issue 14, item 6:
+    `embedding_endpoint_type: "local"` made every agent response fail)."""
+    assert client.health().status == "ok"
+    for model in ("scripted/demo", "openai/fake"):
+        agent = client.agents.create(
+            model=model, memory_blocks=[{"label": "human", "value": "Ada"}]
+        )
+        assert agent.embedding_config.embedding_endpoint_type == "hugging-face"
+        assert agent.embedding == agent.embedding_config.handle == "local/all-minilm-l6-v2"
+        assert agent.llm_config.handle == model
+    a = agent.id
+    assert a in [x.id for x in strict(client.agents.list())]
+    client.agents.retrieve(agent_id=a)
+    client.agents.update(agent_id=a, name="renamed", tags=["t"])
+    strict(client.agents.blocks.list(agent_id=a))
+    client.agents.blocks.retrieve("human", agent_id=a)
+    client.agents.blocks.update("human", agent_id=a, value="Ada Lovelace")
+    client.agents.passages.create(agent_id=a, text="Ada's cat is Pixel.", tags=["cat"])
+    fake_llm.push(
+        Reply(tool_calls=[ToolCallSpec("archival_memory_search", {"query": "cat"})]),
+        Reply(text="Pixel."),
+    )
+    resp = client.agents.messages.create(agent_id=a, messages=[{"role": "user", "content": "Cat?"}])
+    assert {m.message_type for m in resp.messages} >= {"tool_call_message", "tool_return_message"}
+    fake_llm.push(Reply(text="one two"))
+    chunks = list(
+        client.agents.messages.stream(
+            agent_id=a, messages=[{"role": "user", "content": "count"}], stream_tokens=True
+        )
+    )
+    assert chunks[-1].message_type == "usage_statistics"
+    fake_llm.push(Reply(text="whole"))
+    chunks = list(
+        client.agents.messages.stream(agent_id=a, messages=[{"role": "user", "content": "again"}])
+    )
+    assert chunks[-2].message_type == "stop_reason"
+    kinds = {m.message_type for m in strict(client.agents.messages.list(agent_id=a, limit=100))}
+    assert {
+        "user_message",
+        "assistant_message",
+        "tool_call_message",
+        "tool_return_message",
+    } <= kinds
+    passages = strict(client.agents.passages.list(agent_id=a))
+    assert client.agents.passages.search(agent_id=a, query="cat").count == 1
+    client.agents.passages.delete(passages[0].id, agent_id=a)
+    assert strict(client.tools.list())
+    tool = client.tools.create(source_code=SHOUT)
+    client.tools.upsert(source_code=SHOUT)
+    client.tools.retrieve(tool.id)
+    client.tools.update(tool.id, description="Loud.")
+    client.agents.tools.attach(tool.id, agent_id=a)
+    assert tool.id in [t.id for t in strict(client.agents.tools.list(agent_id=a))]
+    client.agents.tools.detach(tool.id, agent_id=a)
+    client.tools.delete(tool.id)
+    client.agents.delete(agent_id=a)

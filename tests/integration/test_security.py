@@ -33,8 +33,17 @@ ADMIN = "admin-key-0123456789-secret"
 OPENAI_KEY = "sk-test-openai-key-0123456789abcdef"
 MEDIA_PATH = "/v1/telephony/twilio/media"
 # Routes open without a key, each for a documented reason (docs/operations.md, "Security"):
-# probes, the public API description, and the Twilio webhook (it checks X-Twilio-Signature).
-PUBLIC = {"/health", "/health/", "/ready", "/openapi.json", "/v1/telephony/twilio/voice"}
+# probes (Letta's /v1/health/ included), the public API description, and the Twilio webhook
+# (it checks X-Twilio-Signature).
+PUBLIC = {
+    "/health",
+    "/health/",
+    "/ready",
+    "/openapi.json",
+    "/v1/health",
+    "/v1/health/",
+    "/v1/telephony/twilio/voice",
+}
 
 
 @dataclass
@@ -120,6 +129,7 @@ def test_every_route_needs_a_key(keyed: Keyed) -> None:
                 checked.append(f"{method} {path}")
         # the public ones are public on purpose; the webhook wants Twilio's signature
         assert anon.get("/health/").status_code == 200
+        assert anon.get("/v1/health/").status_code == 200
         assert anon.post("/v1/telephony/twilio/voice", data={"CallSid": "CA1"}).status_code == 403
     assert len(checked) >= 25, checked
     sockets = [p for p, r in flatten(list(app.routes)) if isinstance(r, WebSocketRoute)]

@@ -21,7 +21,7 @@ def stored_turn(agent_id: str, user: str, *, call_ended: bool = False) -> Transc
     return TranscriptEvent(
         event_id=f"evt-{uuid.uuid4()}",
         agent_id=agent_id,
-        conversation_id="conv-1",
+        conversation_id=None,  # the default conversation
         turn_id=f"turn-{uuid.uuid4()}",
         source="voice",
         user_text=user,

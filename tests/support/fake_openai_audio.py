@@ -25,6 +25,7 @@ class AudioState:
     fail_transcription: bool = False
     speech_requests: list[dict] = field(default_factory=list)
     transcriptions: list[str] = field(default_factory=list)
+    transcription_models: list[str] = field(default_factory=list)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -52,6 +53,7 @@ def add_audio_routes(app: Starlette, state: AudioState) -> None:
 
     async def transcriptions(request: Request) -> Response:
         form = await request.form()
+        state.transcription_models.append(str(form.get("model")))
         if state.fail_transcription:
             return _error(503, "scripted STT failure")
         upload = form.get("file")

@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.support.servers import ServerThread
 from voice_gateway.app import create_app
+from voice_gateway.protocol.uvicorn_http import http_options
 from voice_gateway.protocol.uvicorn_ws import ws_protocol
 from voice_gateway.settings import Settings
 
@@ -30,7 +31,10 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
 def running_gateway(database_url: str, **overrides: Any) -> Iterator[ServerThread]:
     settings = make_settings(database_url, **overrides)
     server = ServerThread(
-        create_app(settings), ws_ping_interval=None, ws=ws_protocol(settings.ws_fast_path)
+        create_app(settings),
+        ws_ping_interval=None,
+        ws=ws_protocol(settings.ws_fast_path),
+        **http_options(settings),  # as `voice-gateway serve` runs it
     ).start(timeout=120)
     server.settings = settings  # type: ignore[attr-defined]
     try:

@@ -40,6 +40,7 @@ class GatewayProcess:
     log_path: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    wrap: list[str] = field(default_factory=list)  # a launcher before the command
 
     @property
     def url(self) -> str:
@@ -53,7 +54,11 @@ class GatewayProcess:
         env = {**self.env, "VG_PORT": str(self.port), "VG_HOST": "127.0.0.1"}
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            vg_command("serve"), cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            [*self.wrap, *vg_command("serve")],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while True:

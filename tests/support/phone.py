@@ -363,7 +363,7 @@ class PhoneGateway:
         )
 
     def transcripts(self, agent_id: str) -> list[dict[str, Any]]:
-        """The agent's entries on the Redis transcript stream (protocols.md §5)."""
+        """The agent's entries on the Redis transcript stream (docs/sleeptime.md)."""
         import redis
 
         assert self.redis_url is not None

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from agents.voice import DEFAULT_FILLER
+from voice_gateway.provider_check import check_provider_settings
 from voice_gateway.settings import Settings
 from voice_gateway.stt import create_stt
 from voice_gateway.stt.base import STTProvider
@@ -75,6 +76,7 @@ class VoiceServices:
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceServices:
+        check_provider_settings(settings)
         stt = _stt(settings, settings.stt)
         if settings.stt_fallback and settings.stt_fallback != settings.stt:
             backup = _stt(settings, settings.stt_fallback)
@@ -83,7 +85,7 @@ class VoiceServices:
         if settings.tts_fallback and settings.tts_fallback != settings.tts:
             voice = _tts(settings, settings.tts_fallback)
             tts = FallbackTTS(tts, voice, cooldown_s=settings.fallback_cooldown_s)
-        fallback = None if settings.tts == "espeak" else create_tts("espeak")
+        fallback = None if settings.tts == "espeak" else create_tts("espeak")  # en-us
         phrases = PhraseCache(tts, fallback)
         log.info("loading speech models (stt=%s, tts=%s) ...", settings.stt, settings.tts)
         await stt.warmup()
@@ -104,8 +106,10 @@ def _stt(settings: Settings, name: str) -> STTProvider:
         name,
         threads=settings.stt_threads,
         partials=settings.stt_partials,
+        openai_model=settings.openai_stt_model,
+        deepgram_model=settings.deepgram_stt_model,
         openai_api_key=settings.openai_api_key,
-        openai_base_url=settings.openai_base_url,
+        openai_base_url=settings.openai_stt_url,
         deepgram_api_key=settings.deepgram_api_key,
         deepgram_base_url=settings.deepgram_base_url,
     )
@@ -116,7 +120,11 @@ def _stt(settings: Settings, name: str) -> STTProvider:
 def _tts(settings: Settings, name: str) -> TTSProvider:
     tts = create_tts(
         name,
-        voice=settings.tts_voice,
+        espeak_voice=settings.espeak_voice_name,
+        piper_voice=settings.piper_voice,
+        openai_voice=settings.openai_tts_voice_name,
+        openai_model=settings.openai_tts_model,
+        deepgram_voice=settings.deepgram_tts_voice,
         openai_api_key=settings.openai_api_key,
         openai_base_url=settings.openai_base_url,
         deepgram_api_key=settings.deepgram_api_key,

@@ -24,6 +24,7 @@ from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
+    CLOSE_NOT_FOUND,
     CLOSE_RESTART,
     AudioIn,
     Closed,
@@ -70,6 +71,7 @@ class VoiceSession:
         self.gw = gw
         self.caller = caller or CallerRule()
         self.identity_id: str | None = None
+        self.conversation_gone = False  # deleted during the call: no call-end event either
         self.voice = voice
         self.transport = transport
         self.agent = agent
@@ -90,6 +92,9 @@ class VoiceSession:
         self._buf = b""
         # extra per-call tasks run in the call's task group (the route's quota watcher)
         self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self.ended = asyncio.Event()  # run() returned
+        self.closing = False  # shutting down: queued and new turns are dropped
+        self.last_played: tuple[str, int] = ("", 0)  # (item id, ms) of the last client mark
 
     async def send(self, type_: str, **fields: Any) -> None:
         await self.transport.send_event({"type": type_, **fields})
@@ -134,6 +139,7 @@ class VoiceSession:
             await self._publish_call_end()
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
+            self.ended.set()
             log.info("call ended (%s) after %d turns", reason, self.turn_count)
 
     async def _setup(self, info: StartInfo) -> None:
@@ -168,6 +174,7 @@ class VoiceSession:
                 await self.send("transcript.final", turn_id=(tid := new_id("turn")), text=item.text)
                 await self.turns.put(UserTurn(item.text, tid, notes=self._take_notes()))
             elif isinstance(item, Played):
+                self.last_played = (item.item_id, item.played_ms)
                 if self.reply is not None and self.reply.item_id == item.item_id:
                     self.reply.client_played_ms = max(
                         item.played_ms, self.reply.client_played_ms or 0
@@ -239,7 +246,13 @@ class VoiceSession:
 
     async def drain(self, deadline: float) -> None:
         """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
-        monotonic), then close 1012 so the client reconnects to another instance."""
+        monotonic), then close 1012 so the client reconnects to another instance. A phone
+        call cannot reconnect: it goes on, then hears a goodbye (pipeline/phone_drain.py)."""
+        if self.transport.source == "phone":
+            from voice_gateway.pipeline.phone_drain import drain_phone
+
+            await drain_phone(self, deadline)
+            return
         await self.transport.error(
             "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
         )
@@ -251,6 +264,8 @@ class VoiceSession:
     async def _process_turns(self) -> None:
         while True:
             item = await self.turns.get()
+            if self.closing:
+                continue
             self.busy = True
             try:
                 turn = await self._transcribe(item) if isinstance(item, _Utterance) else item
@@ -284,7 +299,7 @@ class VoiceSession:
             provider = exc.provider if isinstance(exc, STTError) else self.voice.stt.name
             self.gw.metrics.provider_error("stt", provider)
             await self.transport.error("stt_error", f"speech-to-text failed: {exc}")
-            await self._speak_phrase(STT_APOLOGY)
+            await self.speak_phrase(STT_APOLOGY)
             return None
         text = result.strip()
         stt_ms = (time.monotonic() - u.endpoint_at) * 1000
@@ -317,6 +332,12 @@ class VoiceSession:
             await reply.cancelled(self.cancel_reason)
         self.turn_count += 0 if turn.greeting else 1
         self.reply = self.reply_task = None
+        if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
+            self.conversation_gone = True
+            await self.transport.error(
+                "conversation_not_found", "this call's conversation was deleted", fatal=True
+            )
+            await self.transport.close(CLOSE_NOT_FOUND, "conversation deleted")
 
     async def _run_reply(self, reply: Reply) -> None:
         """The reply task: a failure is reported to the caller, never tears down the call."""
@@ -325,15 +346,16 @@ class VoiceSession:
         except Exception:
             log.exception("reply failed")
             await self.transport.error("internal_error", "the reply failed; please try again")
-            await self._speak_phrase(APOLOGY)
+            await self.speak_phrase(APOLOGY)
 
-    async def _speak_phrase(self, text: str) -> None:
-        """A cached phrase (an apology) as an audio item of its own; never raises."""
+    async def speak_phrase(self, text: str) -> str | None:
+        """A cached phrase (an apology, a goodbye) as an audio item of its own; returns the
+        item id (None if it could not be synthesized); never raises."""
         try:
             audio = await self.voice.phrases.get(text, self.output_rate)
         except Exception:
             log.exception("no audio for the phrase %r", text)
-            return
+            return None
         item = new_id("item")
         await self.send("response.audio.started", item_id=item, sample_rate=self.output_rate)
         step = self.output_rate // 50 * 2
@@ -342,6 +364,7 @@ class VoiceSession:
         await self.send(
             "response.audio.done", item_id=item, duration_ms=len(audio) * 500 // self.output_rate
         )
+        return item
 
     async def _greeting(self) -> UserTurn:
         from agents.greeting import render_greeting
@@ -381,7 +404,7 @@ class VoiceSession:
             await asyncio.sleep(0.02)
 
     async def _publish_call_end(self) -> None:
-        if not self.turn_count:
+        if not self.turn_count or self.conversation_gone:
             return
         now = utcnow()
         event = TranscriptEvent(

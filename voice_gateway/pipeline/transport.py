@@ -84,7 +84,7 @@ class Transport(ABC):
 
     @abstractmethod
     async def send_event(self, event: dict[str, Any]) -> None:
-        """A server event (protocols.md §1 shape); serializers drop what their wire lacks."""
+        """A server event (docs/voice_socket.md shape); serializers drop what their wire lacks."""
 
     @abstractmethod
     async def send_audio(self, item_id: str, pcm: bytes) -> None:

@@ -1,4 +1,4 @@
-"""JSON events of the browser voice socket (protocols.md §1)."""
+"""JSON events of the browser voice socket (docs/voice_socket.md)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
+from agents.tools.base_tools import LETTA_TOOL_TYPES
 from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
@@ -18,10 +20,33 @@ LOCAL_EMBED_DIM = 384
 # found by tests/fuzz/test_schemathesis.py: an unbounded int overflowed SQLite's INTEGER (a 500)
 MAX_CONTEXT_WINDOW = 10_000_000
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
+# AgentState's endpoint types are closed enums in Letta (and letta-client's strict mode). Ours
+# that Letta lacks are reported as the nearest: the local MiniLM embedder is a Hugging Face
+# sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
+# offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
+# the configs' `handle` keep our own handles.
+LETTA_LLM_TYPES = {name: spec.endpoint_type for name, spec in PROVIDERS.items()}
+# Letta's MessageType: what `include_return_message_types` may name (anything else: a 422)
+MessageType = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+    "summary_message",
+    "event_message",
+]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """A request body. Strict: JSON types are taken as they are (`true` is no integer, `0` no
+    boolean, `"5"` no number); a 422 names the field. Unknown fields are ignored (Letta's)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class BlockIn(_Body):
@@ -51,12 +76,14 @@ class AgentCreate(_Body):
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool = False
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
+    initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -73,6 +100,7 @@ class AgentUpdate(_Body):
     model: str | None = None
     embedding: str | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     greeting: str | None = Field(None, max_length=2000)
@@ -83,6 +111,7 @@ class AgentUpdate(_Body):
 class MessageIn(_Body):
     role: Literal["user", "system", "assistant"] = "user"  # Letta's MessageCreate roles
     content: str | list[dict[str, Any]] = ""
+    otid: str | None = Field(None, max_length=64)
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -99,6 +128,15 @@ class MessagesRequest(_Body):
     stream_tokens: bool = False
     max_steps: int | None = Field(None, ge=1, le=50)
     conversation_id: str | None = Field(None, max_length=64)
+    include_return_message_types: list[MessageType] | None = None
+
+    def otid(self) -> str | None:
+        users = [m for m in self.messages or [] if m.role in ("user", "system")]
+        return users[-1].otid if users else None
+
+    def wants(self, message: dict[str, Any]) -> bool:
+        kinds = self.include_return_message_types
+        return kinds is None or message.get("message_type") in kinds
 
     def user_text(self) -> str | None:
         if self.messages:
@@ -124,7 +162,14 @@ class BlockUpdate(_Body):
 class PassageIn(_Body):
     text: str = Field(min_length=1, max_length=100_000)
     tags: list[str] | None = None
-    created_at: datetime | None = None
+    created_at: datetime | None = Field(None, strict=False)  # JSON has no datetime type
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _iso_text(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, str):
+            raise ValueError("must be an ISO 8601 date-time string")
+        return v
 
 
 class ToolUpdate(_Body):
@@ -186,7 +231,7 @@ def tool_json(t: Tool) -> dict[str, Any]:
         "name": t.name,
         "description": t.description,
         "json_schema": schema,
-        "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
+        "tool_type": LETTA_TOOL_TYPES.get(t.name, "letta_core"),
         "source_type": "python",
         "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
         "voice_safe": t.voice_safe,
@@ -221,7 +266,12 @@ def tool_return_json(content: str, tool_name: str | None) -> dict[str, Any]:
     return {"tool_return": text, "stdout": stdout, "stderr": stderr}
 
 
-def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
+def agent_json(
+    a: AgentData,
+    tools: list[dict[str, Any]],
+    context_window: int,
+    message_ids: list[str] | None = None,
+) -> dict[str, Any]:
     provider, _, model = a.model.partition("/")
     emb_provider, _, emb_model = a.embedding.partition("/")
     blocks = [block_json(b) for b in a.blocks]
@@ -235,13 +285,13 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider,
+            "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },
         "embedding_config": {
             "embedding_model": emb_model,
-            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "local",
+            "embedding_endpoint_type": "openai" if emb_provider == "openai" else "hugging-face",
             "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
             "handle": a.embedding,
         },
@@ -253,6 +303,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "metadata": a.metadata,
         "greeting": a.greeting,
         "voice_default": a.voice_default,
+        "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
     }
@@ -265,7 +316,8 @@ def _base(m: MessageData, message_type: str) -> dict[str, Any]:
         "message_type": message_type,
         "step_id": m.step_id,
         "run_id": m.turn_id,
-        "otid": None,
+        # the client's own id of its message; ours for the others (one per Letta message)
+        "otid": m.otid or f"{m.id.removeprefix('message-')}:{message_type}",
     }
 
 

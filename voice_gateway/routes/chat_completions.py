@@ -23,6 +23,7 @@ from memory.models import NotFound
 from memory.orm import new_id
 from voice_gateway.callers import BadCallerKey, open_conversation
 from voice_gateway.errors import ApiError
+from voice_gateway.protocol.openai_chat import chat_request_problem
 from voice_gateway.routes.http import load_json
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ async def chat_completions(request: Request) -> Response:
         )
     if not isinstance(body, dict) or not isinstance(body.get("model"), str):
         return oai_error(400, "'model' (an agent id) is required", "invalid_request_error")
+    if (problem := chat_request_problem(body)) is not None:  # a field of the wrong type
+        return oai_error(400, problem[1], "invalid_request_error")
     try:
         agent = await gw.auth.agent(request, body["model"])
     except NotFound:

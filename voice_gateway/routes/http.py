@@ -8,10 +8,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
+from starlette.routing import Match, Mount
+from starlette.types import Scope
 
 from voice_gateway.errors import ApiError, validation_detail
 
 M = TypeVar("M", bound=BaseModel)
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
 
 
 # a \\uD800-\\uDFFF escape: a lone one decodes to a string no UTF-8 store or response can hold
@@ -39,7 +42,11 @@ def load_json(raw: bytes) -> Any:
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
-    data = load_json(await request.body())
+    """The body as `model` (strict types): 400 when empty or not JSON, 422 naming the field."""
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "empty request body: send a JSON object ({} for the defaults)")
+    data = load_json(raw)
     if not isinstance(data, dict):
         raise ApiError(422, "the JSON body must be an object")
     try:
@@ -50,12 +57,11 @@ async def parse_body(request: Request, model: type[M]) -> M:
 
 def query_int(request: Request, name: str, default: int, *, lo: int = 1, hi: int = 1000) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ApiError(422, f"query parameter '{name}' must be an integer") from exc
+    if not _INTEGER.fullmatch(raw):  # int() would take " 5", "5_000" and non-ASCII digits
+        raise ApiError(422, f"query parameter '{name}' must be an integer")
+    value = int(raw)
     if not lo <= value <= hi:
         raise ApiError(422, f"query parameter '{name}' must be between {lo} and {hi}")
     return value
@@ -65,7 +71,31 @@ def query_bool(request: Request, name: str, default: bool) -> bool:
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    return raw.lower() in ("1", "true", "yes")
+    if raw.lower() in ("true", "1"):
+        return True
+    if raw.lower() in ("false", "0"):
+        return False
+    raise ApiError(422, f"query parameter '{name}' must be true or false")
+
+
+def query_choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
+    """An enum query parameter: one of `choices` (absent: `default`), else a 422 naming it."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if raw not in choices:
+        raise ApiError(422, f"query parameter '{name}' must be one of: {', '.join(choices)}")
+    return raw
+
+
+class WebMount(Mount):
+    """The static web client at `/`, but never under `/v1/`: there a path the API serves with
+    other methods stays the API's 405 (with `Allow`), an unknown path the API's JSON 404."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope.get("path", "").startswith("/v1/"):
+            return Match.NONE, {}
+        return super().matches(scope)
 
 
 def paginate(

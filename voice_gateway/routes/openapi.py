@@ -11,10 +11,12 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.routing import BaseRoute, Route
 
+from voice_gateway.routes.openapi_callers import CALLER_OPS, CALLER_RESPONSES
 from voice_gateway.routes.openapi_schemas import OPS, RESPONSES, Op, Schema, ref
 
 _PARAM = re.compile(r"{(\w+)}")
-ERROR_CODES = ("400", "401", "403", "404", "409", "413", "422", "429")
+# 431: request headers over VG_MAX_HEADER_BYTES (answered by the server before any route)
+ERROR_CODES = ("400", "401", "403", "404", "409", "413", "422", "429", "431")
 
 
 def _body_schema(body: type[BaseModel] | Schema, components: dict[str, Schema]) -> Schema:
@@ -28,7 +30,7 @@ def _body_schema(body: type[BaseModel] | Schema, components: dict[str, Schema]) 
 
 def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict[str, Any]:
     doc = (route.endpoint.__doc__ or "").strip()
-    spec = OPS.get((route.name, method), Op())
+    spec = OPS.get((route.name, method)) or CALLER_OPS.get((route.name, method), Op())
     params = [
         {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
         for p in _PARAM.findall(route.path)
@@ -41,19 +43,20 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
     responses: dict[str, Any] = {
         str(code): {"description": "OK", "content": ok} for code in (spec.status, *spec.also)
     }
-    responses.update({code: error for code in ERROR_CODES})
+    responses.update({code: error for code in ERROR_CODES if not (spec.public and code == "401")})
     op: dict[str, Any] = {
         "summary": doc.split("\n")[0] if doc else route.name,
         "description": doc,
         "operationId": f"{route.name}_{method}",
         "parameters": params + list(spec.query),
         "responses": responses,
-        "security": [{"bearer": []}, {}],  # no key needed on an open (loopback) gateway
+        # {}: no key needed on an open (loopback) gateway; a public operation never needs one
+        "security": [] if spec.public else [{"bearer": []}, {}],
     }
     if spec.body is not None:
         media = "application/x-www-form-urlencoded" if spec.form else "application/json"
         op["requestBody"] = {
-            "required": False,
+            "required": not spec.form,  # an empty JSON body is a 400
             "content": {media: {"schema": _body_schema(spec.body, components)}},
         }
     return op
@@ -61,7 +64,7 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
 
 def openapi_document(routes: list[BaseRoute], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    components: dict[str, Schema] = dict(RESPONSES)
+    components: dict[str, Schema] = {**RESPONSES, **CALLER_RESPONSES}
     for route in routes:
         if not isinstance(route, Route) or not route.include_in_schema:
             continue

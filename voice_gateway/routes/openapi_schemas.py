@@ -19,6 +19,8 @@ from voice_gateway.protocol.letta import (
     ToolIn,
     ToolUpdate,
 )
+from voice_gateway.protocol.openai_chat import CHAT_ROLES
+from voice_gateway.routes.rest_tool_actions import ToolRun, ToolSearch
 
 Schema = dict[str, Any]
 STR: Schema = {"type": "string"}
@@ -110,13 +112,16 @@ RESPONSES: dict[str, Schema] = {
     "OpenAIError": obj({"error": obj({"message": STR, "type": STR})}),
     "ChatCompletion": obj({"id": STR, "object": {"const": "chat.completion"}, "choices": arr(OBJ)}),
 }
-ROLES: Schema = {"enum": ["system", "user", "assistant", "tool"]}
-CHAT_REQUEST: Schema = obj(
+NBOOL: Schema = {"type": ["boolean", "null"]}
+CONTENT = ("string", "array", "null")
+CHAT_REQUEST: Schema = obj(  # protocol/openai_chat.py checks the same
     {
         "model": STR,
-        "messages": arr(obj({"role": ROLES}, {"content": {"type": ["string", "array"]}})),
+        "messages": arr(
+            obj({"role": {"enum": list(CHAT_ROLES)}}, {"content": {"type": [*CONTENT]}})
+        ),
     },
-    {"stream": BOOL, "voice": BOOL, "user": STR},
+    {"stream": NBOOL, "voice": NBOOL, "user": NSTR, "conversation_id": NSTR},
 )
 
 
@@ -143,10 +148,11 @@ class Op:
     media: tuple[str, ...] = ("application/json",)
     errors: str = "Error"  # the schema of error bodies
     form: bool = False  # the body is a form (Twilio webhook), not JSON
+    public: bool = False  # no key needed, even on a keyed gateway
 
 
 OPS: dict[tuple[str, str], Op] = {
-    ("health", "get"): Op(response=ref("Health")),
+    ("health", "get"): Op(response=ref("Health"), public=True),
     ("create_agent", "post"): Op(AgentCreate, status=201, response=ref("Agent")),
     ("list_agents", "get"): Op(
         query=(limit(), *CURSORS, ORDER, q("name", STR), TAGS), response=arr(ref("Agent"))
@@ -204,6 +210,15 @@ OPS: dict[tuple[str, str], Op] = {
     ("modify_tool", "patch"): Op(ToolUpdate, response=ref("Tool")),
     ("delete_tool", "delete"): Op(response=ref("Tool")),
     ("list_agent_tools", "get"): Op(query=(limit(10_000), *CURSORS), response=arr(ref("Tool"))),
+    ("run_tool", "post"): Op(ToolRun),
+    ("search_tools", "post"): Op(ToolSearch),
+    ("list_models", "get"): Op(
+        query=(
+            q("provider_name", STR),
+            q("provider_type", STR),
+            q("provider_category", {"enum": ["base", "byok"]}),
+        )
+    ),
     ("attach_tool", "patch"): Op(response=ref("Agent")),
     ("detach_tool", "patch"): Op(response=ref("Agent")),
     ("create_voice_session", "post"): Op(status=201, response=ref("VoiceSession")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from starlette.requests import Request
@@ -17,7 +18,13 @@ from voice_gateway.protocol.letta import (
     passage_json,
     search_result_json,
 )
-from voice_gateway.routes.http import paginate, parse_body, query_bool, query_int
+from voice_gateway.routes.http import (
+    paginate,
+    parse_body,
+    query_bool,
+    query_choice,
+    query_int,
+)
 
 
 async def list_blocks(request: Request) -> JSONResponse:
@@ -99,14 +106,19 @@ async def create_passage(request: Request) -> JSONResponse:
     return JSONResponse([passage_json(p) for p in rows])
 
 
+_DATE_TIME = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)?", re.A)
+
+
 def _when(request: Request, name: str) -> datetime | None:
     raw = request.query_params.get(name)
-    if not raw:
+    if raw is None:
         return None
-    try:
-        dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    try:  # a date-time (RFC 3339; the offset may be left out): not a bare date, not empty
+        if not _DATE_TIME.fullmatch(raw):
+            raise ValueError(raw)
+        dt = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
-        raise ApiError(422, f"{name} must be an ISO 8601 datetime") from exc
+        raise ApiError(422, f"query parameter '{name}' must be an ISO 8601 date-time") from exc
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
@@ -122,7 +134,7 @@ async def search_passages(request: Request) -> JSONResponse:
         query,
         query_int(request, "top_k", 10, hi=100),
         tags=request.query_params.getlist("tags") or None,
-        match_all_tags=request.query_params.get("tag_match_mode") == "all",
+        match_all_tags=query_choice(request, "tag_match_mode", ("any", "all"), "any") == "all",
         start=_when(request, "start_datetime"),
         end=_when(request, "end_datetime"),
     )

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from agents.events import (
+    AgentEvent,
     MessageSaved,
     ReasoningDelta,
     RunDone,
@@ -21,8 +22,18 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages, tool_return_json
+from voice_gateway.protocol.letta import (
+    MessagesRequest,
+    MessageType,
+    iso,
+    letta_messages,
+    tool_return_json,
+)
 from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.runs import runs_of
+
+Events = Callable[[], AsyncGenerator[AgentEvent, None]]
+Wants = Callable[[dict[str, Any]], bool]
 
 
 def stop_json(done: RunDone) -> dict[str, Any]:
@@ -54,7 +65,9 @@ def turn_input(body: MessagesRequest, conversation_id: str | None) -> TurnInput:
     text = body.user_text()
     if text is None:
         raise ApiError(422, "messages must include a user message with text content")
-    return TurnInput(text=text, conversation_id=conversation_id, max_steps=body.max_steps)
+    return TurnInput(
+        text=text, conversation_id=conversation_id, max_steps=body.max_steps, otid=body.otid()
+    )
 
 
 async def send_message(request: Request) -> Response:
@@ -66,13 +79,13 @@ async def send_message(request: Request) -> Response:
 async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest) -> Response:
     """Run the turn and answer as Letta does: a LettaResponse, or SSE with `streaming`."""
     if body.streaming:
-        return sse(gw, agent_id, inp, body.stream_tokens)
+        return sse(gw, agent_id, inp, body)
     messages: list[dict[str, Any]] = []
     done: RunDone | None = None
-    async with aclosing(gw.loop.run(agent_id, inp)) as events:
+    async with aclosing(runs_of(gw).run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
-                messages += letta_messages(ev.message)
+                messages += [m for m in letta_messages(ev.message) if body.wants(m)]
             elif isinstance(ev, RunDone):
                 done = ev
     assert done is not None
@@ -90,21 +103,44 @@ async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest)
 async def stream_message(request: Request) -> Response:
     """Send a message and stream the agent's reply as SSE."""
     gw, agent_id, inp, body = await _turn(request)
-    return sse(gw, agent_id, inp, body.stream_tokens)
+    return sse(gw, agent_id, inp, body)
 
 
 def _data(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
+def sse(gw: Any, agent_id: str, inp: TurnInput, req: MessagesRequest) -> StreamingResponse:
+    """Run the turn (cancellable through its conversation) and stream it as SSE."""
+    tokens = req.stream_tokens
+    return sse_events(
+        gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
+    )
+
+
+def sse_events(
+    gw: Any,
+    events_of: Events,
+    tokens: bool,
+    count: bool = True,
+    start: int = 0,
+    wants: Wants | None = None,
+) -> StreamingResponse:
+    """SSE of a run's events from event `start` on (`count`: a new turn for the metrics, not
+    a resumed stream). Each chunk's `seq_id` is its event's number in the run: a client that
+    lost the stream resumes with `starting_after` = the last seq_id it got."""
+
     async def body() -> AsyncIterator[str]:
-        async with aclosing(gw.loop.run(agent_id, inp)) as events:
+        seq = start
+        async with aclosing(events_of()) as events:
             async for ev in events:
+                seq += 1
                 for chunk in _chunks(ev, tokens):
-                    yield _data(chunk)
+                    if wants is None or wants(chunk):
+                        yield _data({**chunk, "seq_id": seq})
                 if isinstance(ev, RunDone):
-                    gw.metrics.text_turn(ev.stop_reason, ev.model)
+                    if count:
+                        gw.metrics.text_turn(ev.stop_reason, ev.model)
                     yield _data(stop_json(ev))
                     yield _data(usage_json(ev))
                     if ev.error:
@@ -170,26 +206,60 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
     return []
 
 
+MESSAGE_TYPES: frozenset[str] = frozenset(get_args(MessageType))
+
+
+def query_message_types(request: Request) -> frozenset[str] | None:
+    """`include_return_message_types` (repeated or comma-separated); an unknown type is a 422."""
+    given = [
+        t.strip()
+        for v in request.query_params.getlist("include_return_message_types")
+        for t in v.split(",")
+        if t.strip()
+    ]
+    unknown = [t for t in given if t not in MESSAGE_TYPES]
+    if unknown:
+        raise ApiError(
+            422,
+            f"include_return_message_types: unknown message type {unknown[0]!r}; "
+            f"known: {', '.join(sorted(MESSAGE_TYPES))}",
+        )
+    return frozenset(given) if given else None
+
+
+def messages_json(rows: list[Any], kinds: frozenset[str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in rows:
+        out += [x for x in letta_messages(m) if kinds is None or x["message_type"] in kinds]
+    return out
+
+
 async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    return await message_page(request, agent.id, request.query_params.get("conversation_id"))
+
+
+async def message_page(
+    request: Request, agent_id: str, conversation_id: str | None
+) -> JSONResponse:
+    """A page of an agent's stored messages (of one conversation if given) in Letta's union,
+    from the query's limit, after, before and order."""
     q = request.query_params
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
-    rows = await gw.memory.messages.page(
-        agent.id,
+    kinds = query_message_types(request)
+    rows = await request.app.state.gw.memory.messages.page(
+        agent_id,
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
         before=q.get("before"),
         order=order,
-        conversation_id=q.get("conversation_id"),
+        conversation_id=conversation_id,
     )
-    out: list[dict[str, Any]] = []
-    for m in rows:
-        out += letta_messages(m)
-    return JSONResponse(out)
+    return JSONResponse(messages_json(rows, kinds))
 
 
 def routes() -> list[BaseRoute]:

@@ -23,7 +23,8 @@ from voice_gateway.protocol.letta import (
     custom_tool_json,
     tool_json,
 )
-from voice_gateway.routes.http import paginate, parse_body
+from voice_gateway.routes.http import paginate, parse_body, query_choice
+from voice_gateway.tool_isolation import refuse_if_unisolated
 
 _BUILTIN_IDS = {builtin_tool_id(t.name): t.name for t in REGISTRY.all()}
 
@@ -39,6 +40,20 @@ async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str,
         if builtin is not None or name in custom:
             out.append(tool_json(builtin) if builtin is not None else custom[name])
     return out
+
+
+async def tool_names_of(request: Request, ids: list[str], user_id: str | None) -> list[str]:
+    """The names of the tools with these ids (built-in or custom) that an agent of `user_id`
+    may use (Letta's `tool_ids`); an unknown id is a 404 naming it."""
+    gw = request.app.state.gw
+    names = []
+    for tool_id in ids:
+        name = _BUILTIN_IDS.get(tool_id)
+        if name is None:
+            tool = await gw.memory.tools.get(tool_id, user_id, scoped=True)
+            name = tool.name
+        names.append(name)
+    return names
 
 
 def _check_body(body: ToolUpdate) -> None:
@@ -88,7 +103,7 @@ async def list_tools(request: Request) -> JSONResponse:
         and t["tool_type"] not in skip
         and search in t["name"].lower()
     ]
-    if q.get("order") == "desc":
+    if query_choice(request, "order", ("asc", "desc"), "asc") == "desc":
         out.reverse()
     return JSONResponse(paginate(request, out))
 
@@ -98,6 +113,7 @@ async def _save(request: Request, create_only: bool) -> JSONResponse:
     p = await gw.auth.principal(request)
     body = await parse_body(request, ToolIn)
     _check_body(body)
+    refuse_if_unisolated(gw)
     fields = _parse(body.source_code, body)
     voice = body.voice_flag()
     extra = {"voice_safe": voice} if voice is not None else {}
@@ -155,6 +171,8 @@ async def modify_tool(request: Request) -> JSONResponse:
     body = await parse_body(request, ToolUpdate)
     _check_body(body)
     fields: dict[str, Any] = {}
+    if body.source_code is not None:
+        refuse_if_unisolated(gw)
     if body.source_code is not None or body.json_schema or body.args_json_schema:
         fields = _parse(body.source_code or tool.source_code or "", body)
         fields["source_code"] = body.source_code or tool.source_code

@@ -23,11 +23,10 @@ from voice_gateway.pipeline.transport import (
     CLOSE_NOT_FOUND,
     CLOSE_QUOTA,
     CLOSE_RESTART,
-    CLOSE_UNAUTHORIZED,
 )
 from voice_gateway.protocol.twilio import TwilioTransport
 from voice_gateway.quotas import QuotaExceeded
-from voice_gateway.routes.voice_ws import quota_ender, run_call
+from voice_gateway.routes.voice_ws import quota_ender, refusal, run_call
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
@@ -101,7 +100,7 @@ async def media_socket(ws: WebSocket) -> None:
             bound = gw.auth.verify_token(token, info.agent_id).caller
         except ApiError as exc:
             log.warning("twilio media stream rejected: %s", exc.detail)
-            await transport.close(CLOSE_UNAUTHORIZED, exc.detail[:120])
+            await transport.close(*await refusal(gw, ws, exc))  # counted against the IP
             return
     try:
         agent = await gw.memory.agents.get(info.agent_id)
@@ -120,7 +119,9 @@ async def media_socket(ws: WebSocket) -> None:
         log.warning("twilio call %s of %s refused: %s", transport.call_sid, identity, exc.detail)
         await transport.close(CLOSE_QUOTA, exc.detail[:120])
         return
-    session = VoiceSession(gw, gw.voice, transport, agent, caller=CallerRule(bound=bound))
+    session = VoiceSession(
+        gw, gw.voice, transport, agent, caller=CallerRule(bound=bound, platform_call_id=True)
+    )
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info)

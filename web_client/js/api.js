@@ -1,4 +1,4 @@
-// The gateway's REST API (protocols.md §4), as much of it as this page needs.
+// The gateway's REST API (docs/rest_api.md), as much of it as this page needs.
 
 export class ApiError extends Error {
   constructor(status, message) {

@@ -1,5 +1,5 @@
 // One call with an agent: the voice socket, the microphone, reply playback, and the server
-// events (protocols.md §1) rendered into the conversation, memory and latency panels.
+// events (docs/voice_socket.md) rendered into the conversation, memory and latency panels.
 
 import { AudioEngine, MicError } from "./audio.js";
 import { VoiceConnection } from "./voice.js";

@@ -1,4 +1,4 @@
-// The browser voice socket (protocols.md §1) with automatic reconnect. A reconnect fetches a
+// The browser voice socket (docs/voice_socket.md) with automatic reconnect. A reconnect fetches a
 // fresh session token and resumes the conversation by sending its conversation_id.
 
 import { INPUT_RATE } from "./audio.js";

@@ -54,22 +54,7 @@ def upgrade() -> None:
         [sa.text("coalesce(user_id, '')"), "identifier_key"],
         unique=True,
     )
-    op.create_table(
-        "identities_agents",
-        sa.Column(
-            "identity_id",
-            sa.String(64),
-            sa.ForeignKey("identities.id", ondelete="CASCADE"),
-            primary_key=True,
-        ),
-        sa.Column(
-            "agent_id",
-            sa.String(64),
-            sa.ForeignKey("agents.id", ondelete="CASCADE"),
-            primary_key=True,
-            index=True,
-        ),
-    )
+    _agent_link("identities_agents", "identity_id", "identities.id")
 
     with op.batch_alter_table("conversations") as b:
         b.add_column(sa.Column("identity_id", sa.String(64), nullable=True))
@@ -122,7 +107,16 @@ def upgrade() -> None:
         b.create_index("ix_passages_identity_id", ["identity_id"])
     with op.batch_alter_table("outbox") as b:
         b.add_column(sa.Column("identity_id", sa.String(64), nullable=True))
+        b.add_column(sa.Column("conversation_id", sa.String(64), nullable=True))
+        b.create_foreign_key(
+            "fk_outbox_conversation",
+            "conversations",
+            ["conversation_id"],
+            ["id"],
+            ondelete="CASCADE",
+        )
         b.create_index("ix_outbox_identity_id", ["identity_id"])
+        b.create_index("ix_outbox_conversation_id", ["conversation_id"])
 
     with op.batch_alter_table("blocks") as b:
         b.drop_constraint("uq_blocks_agent_label", type_="unique")
@@ -142,22 +136,7 @@ def upgrade() -> None:
         unique=True,
     )
     op.execute("UPDATE blocks SET scope = 'caller' WHERE label = 'human'")
-    op.create_table(
-        "blocks_agents",
-        sa.Column(
-            "block_id",
-            sa.String(64),
-            sa.ForeignKey("blocks.id", ondelete="CASCADE"),
-            primary_key=True,
-        ),
-        sa.Column(
-            "agent_id",
-            sa.String(64),
-            sa.ForeignKey("agents.id", ondelete="CASCADE"),
-            primary_key=True,
-            index=True,
-        ),
-    )
+    _agent_link("blocks_agents", "block_id", "blocks.id")
 
     # a new primary key: a new table, the rows copied (same SQL on SQLite and PostgreSQL)
     op.create_table(
@@ -182,6 +161,23 @@ def upgrade() -> None:
     )
     op.drop_table("sleeptime_state")
     op.rename_table("sleeptime_state_new", "sleeptime_state")
+
+
+def _agent_link(table: str, column: str, target: str) -> None:
+    """A join table (column -> target, agent_id -> agents.id), both cascading on delete."""
+    op.create_table(
+        table,
+        sa.Column(
+            column, sa.String(64), sa.ForeignKey(target, ondelete="CASCADE"), primary_key=True
+        ),
+        sa.Column(
+            "agent_id",
+            sa.String(64),
+            sa.ForeignKey("agents.id", ondelete="CASCADE"),
+            primary_key=True,
+            index=True,
+        ),
+    )
 
 
 def _strip_prefix(column: str) -> str:
