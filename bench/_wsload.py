@@ -65,6 +65,7 @@ class LoadCall(asyncio.Protocol):
         self.close_code: int | None = None
         self.close_sent = False
         self.audio_bytes = 0
+        self.audio_waiting = False  # True: call on_audio(at) at the next reply audio frame
         self.errors: list[str] = []
 
     # ---- outgoing ----------------------------------------------------------------------------
@@ -93,6 +94,9 @@ class LoadCall(asyncio.Protocol):
 
     def on_event(self, at: float, event: dict[str, Any]) -> None:
         """A JSON event from the server (override)."""
+
+    def on_audio(self, at: float) -> None:
+        """A reply audio frame arrived while `audio_waiting` was set (override)."""
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -139,6 +143,8 @@ class LoadCall(asyncio.Protocol):
             opcode, fin = b0 & 0x0F, b0 & 0x80
             if opcode == OP_BINARY and fin and not self.fragments:
                 self.audio_bytes += length  # the common case: reply audio, counted only
+                if self.audio_waiting:
+                    self.on_audio(at)
                 continue
             self._frame(at, opcode, bool(fin), bytes(buf[start:pos]))
         del buf[:pos]
@@ -172,6 +178,8 @@ class LoadCall(asyncio.Protocol):
         data, self.fragments = b"".join(self.fragments), []
         if self.fragment_op == OP_BINARY:
             self.audio_bytes += len(data)
+            if self.audio_waiting:
+                self.on_audio(at)
             return
         try:
             event = json.loads(data.decode("utf-8"))

@@ -71,12 +71,19 @@ async def test_spoken_turn_in_the_browser(
             assert await bp.text(f"#latency dd[data-key={key}]") != "–", key
         assert await page.locator("#sparkline circle").count() == 1
 
-        # the sleeptime worker rewrites `human`; the panel follows memory.updated
-        await bp.wait(f"vg.blocks.human && vg.blocks.human.version > {human_v}")
+        # the sleeptime worker rewrites the caller's own `human`; the panel follows
+        # memory.updated (the agent-wide `human` is the template new callers start from)
+        await bp.wait("vg.callerBlocks.human && vg.callerBlocks.human.value.includes('Alice')")
         update = (await bp.vg(".memoryUpdates"))[-1]
-        assert update["label"] == "human" and update["version"] > human_v
-        assert "Alice" in await bp.text(".block[data-label=human] pre")
-        assert f"v{update['version']}" in await bp.text(".block[data-label=human] .version")
+        assert update["label"] == "human"
+        assert update["version"] == await bp.vg(".callerBlocks.human.version")
+        own = "#caller-blocks .block[data-label=human]"
+        assert "Alice" in await bp.text(f"{own} pre")
+        assert f"v{update['version']}" in await bp.text(f"{own} .version")
+        assert await bp.vg(".blocks.human.version") == human_v  # the template is untouched
+        template = "#blocks .block[data-label=human]"
+        assert "Alice" not in await bp.text(f"{template} pre")
+        assert "template" in await bp.text(f"{template} .scope")
 
         await page.screenshot(path=str(artifacts_dir / "browser_call.png"), full_page=True)
         await page.click("#connect")  # disconnect: session.end, the server closes 1000
@@ -114,7 +121,7 @@ async def test_returning_caller_is_greeted_by_name(
         await bp.wait("vg.replies.length >= 1")
         assert (await bp.vg(".replies"))[0] == greeting  # no name known yet
         await bp.wait(f"vg.replies.includes({REPLY!r})")
-        await bp.wait("vg.blocks.human && vg.blocks.human.value.includes('Alice')")
+        await bp.wait("vg.callerBlocks.human && vg.callerBlocks.human.value.includes('Alice')")
         await page.click("#connect")  # hang up
         await bp.wait("vg.state === 'idle'")
 

@@ -71,10 +71,32 @@ export class Api {
     return this.request("GET", `/v1/agents/${a}/core-memory/blocks/${encodeURIComponent(label)}`);
   }
 
-  /** A short-lived token for the voice socket, and the socket URL for this page's origin. */
-  async voiceUrl(agentId) {
+  /** Blocks by id (GET /v1/blocks/{id}): a caller's own copy of a caller-scoped block. */
+  blockById(blockId) {
+    return this.request("GET", `/v1/blocks/${encodeURIComponent(blockId)}`);
+  }
+
+  /** The agent's conversations, newest first (Letta Conversation objects; ours carry
+   *  `identity_id`, the caller whose conversation it is). */
+  conversations(agentId) {
     const a = encodeURIComponent(agentId);
-    const { session_token: token } = await this.request("POST", `/v1/agents/${a}/voice/sessions`);
+    return this.request("GET", `/v1/conversations/?agent_id=${a}&limit=50&order=desc`);
+  }
+
+  /** The caller's identity on the agent (Letta Identity: id, identifier_key, block_ids, ...),
+   *  or null when the agent has not met this caller yet. */
+  async identity(agentId, caller) {
+    const q = `agent_id=${encodeURIComponent(agentId)}&identifier_key=${encodeURIComponent(caller)}`;
+    const found = await this.request("GET", `/v1/identities/?${q}`);
+    return (found || []).find((i) => i.identifier_key === caller) || null;
+  }
+
+  /** A short-lived token for the voice socket, and the socket URL for this page's origin.
+   *  `caller` (your app's user id) is bound into the token: the call is that caller's. */
+  async voiceUrl(agentId, caller = "") {
+    const a = encodeURIComponent(agentId);
+    const body = caller ? { caller } : undefined;
+    const { session_token: token } = await this.request("POST", `/v1/agents/${a}/voice/sessions`, body);
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     return `${scheme}://${location.host}/v1/agents/${a}/voice?session_token=${encodeURIComponent(token)}`;
   }

@@ -3,6 +3,7 @@
 import { Api } from "./api.js";
 import { Call } from "./call.js";
 import * as alerts from "./ui/alerts.js";
+import { CallerPanel } from "./ui/caller.js";
 import { ConversationLog } from "./ui/log.js";
 import { LatencyPanel } from "./ui/metrics.js";
 import { MemoryPanel } from "./ui/memory.js";
@@ -17,6 +18,12 @@ const vg = {
   ready: false, // the first agent list request has finished (loaded or failed)
   agents: null, // how many agents the list shows (null until loaded)
   agentId: null,
+  caller: null, // the caller id this page calls as (localStorage "vg.caller")
+  identityId: null, // that caller's identity on the agent (null: none yet, or not listed)
+  callerNote: "", // "" | "new" | "unsupported" (GET /v1/identities/ 404) | "error"
+  conversations: [], // the caller's conversation ids on the agent
+  conversationsNote: "", // "" | "unsupported" (GET /v1/conversations/ 404) | "error"
+  callerLoading: false, // the caller's identity and conversations are being fetched
   conversationId: null,
   sessionId: null,
   mic: "off", // off | on | denied | missing | busy | unsupported | failed
@@ -43,6 +50,7 @@ const vg = {
   metrics: [],
   memoryUpdates: [],
   blocks: {},
+  callerBlocks: {},
   statusLog: [],
 };
 window.vg = vg;
@@ -50,7 +58,7 @@ window.vg = vg;
 const api = new Api(() => $("api-key").value.trim());
 const ui = {
   log: new ConversationLog($("log")),
-  memory: new MemoryPanel($("blocks"), api, vg),
+  memory: new MemoryPanel({ agent: $("blocks"), caller: $("caller-blocks") }, api, vg),
   latency: new LatencyPanel($("latency"), $("sparkline")),
   onState: renderState,
   onMic: (status, message) => {
@@ -65,7 +73,21 @@ const ui = {
   onHeard: (speaking) => {
     if (vg.mic === "on") $("mic-note").textContent = speaking ? "Hearing you…" : "Listening.";
   },
+  onLive: () => loadCaller(), // a first call makes the caller's identity and blocks
 };
+const callerPanel = new CallerPanel(
+  {
+    input: $("caller-input"),
+    list: $("caller-list"),
+    current: $("caller-current"),
+    note: $("caller-note"),
+    select: $("conversation-select"),
+    convNote: $("conversation-note"),
+  },
+  api,
+  vg,
+  callerChanged,
+);
 const call = new Call(api, ui, vg);
 vg.send = (raw) => call.conn.sendRaw(raw); // test hook: send a raw text frame
 let resumeId = null; // the conversation to continue after an unplanned end
@@ -122,7 +144,7 @@ async function loadAgents(selectId) {
   }
   const wanted = selectId || params.get("agent") || localStorage.getItem("vg.agent");
   if (wanted && agents.some((a) => a.id === wanted)) select.value = wanted;
-  agentChanged();
+  await agentChanged();
 }
 
 function agentChanged() {
@@ -136,6 +158,29 @@ function agentChanged() {
   vg.agentId = id || null;
   updateComposer();
   ui.memory.load(id || null).catch((err) => alerts.show({ text: `Memory: ${err.message}` }));
+  return loadCaller();
+}
+
+/** The caller's identity, conversations and own blocks on the selected agent. */
+async function loadCaller() {
+  const agentId = vg.agentId;
+  try {
+    const identity = await callerPanel.load(agentId);
+    if (agentId !== vg.agentId) return;
+    await ui.memory.loadOwn(agentId, identity ? identity.block_ids || [] : []);
+  } catch (err) {
+    alerts.show({ key: "caller", text: `Caller memory: ${err.message}` });
+  }
+}
+
+function callerChanged() {
+  if (call.active) {
+    call.disconnect();
+    ui.log.clear();
+  }
+  resumeId = null;
+  vg.conversationId = null;
+  loadCaller();
 }
 
 async function createAgent(e) {
@@ -168,7 +213,11 @@ function connect() {
     return;
   }
   alerts.dismiss("connection");
-  return call.connect(id, { processing: $("aec").checked, resume: resumeId });
+  return call.connect(id, {
+    processing: $("aec").checked,
+    resume: resumeId || callerPanel.conversation,
+    caller: vg.caller,
+  });
 }
 
 function toggleConnect() {
@@ -241,6 +290,7 @@ function init() {
   });
   $("settings-form").addEventListener("submit", (e) => e.preventDefault());
   if (params.get("aec") === "0") $("aec").checked = false;
+  callerPanel.init(params.get("caller"), params.get("conversation"));
   $("agent-select").addEventListener("change", agentChanged);
   $("refresh-agents").addEventListener("click", () => loadAgents($("agent-select").value));
   $("create-form").addEventListener("submit", createAgent);

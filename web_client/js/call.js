@@ -9,7 +9,7 @@ const PLAYED_EVERY_MS = 250; // how often audio.played is sent while a reply pla
 
 export class Call {
   /** ui: {log, memory, latency, onState(state, detail), onMic(status, message), onLevel(rms),
-   *  onHeard(bool)}; state: the page's test-visible state object (window.vg) */
+   *  onHeard(bool), onLive(detail)}; state: the page's test-visible state object (window.vg) */
   constructor(api, ui, state) {
     this.api = api;
     this.ui = ui;
@@ -36,7 +36,9 @@ export class Call {
     return this.s.state !== "idle" && this.s.state !== "failed";
   }
 
-  async connect(agentId, { processing, resume = null }) {
+  /** A call to `agentId` as `caller` (bound into the session token), resuming the
+   *  conversation `resume` (one of the caller's) or the caller's open one. */
+  async connect(agentId, { processing, resume = null, caller = "" }) {
     this.processing = processing;
     this.micTried = false;
     this.s.agentId = agentId;
@@ -51,7 +53,7 @@ export class Call {
       return;
     }
     this.ui.memory.load(agentId).catch((err) => alerts.show({ text: `Memory: ${err.message}` }));
-    await this.conn.open(agentId, { outputRate: this.engine.sampleRate, conversationId: resume });
+    await this.conn.open(agentId, { outputRate: this.engine.sampleRate, conversationId: resume, caller });
   }
 
   disconnect() {
@@ -74,6 +76,7 @@ export class Call {
         this.ui.log.note("Reconnected: the conversation continues.");
         this.ui.memory.load(this.s.agentId).catch(() => {});
       }
+      if (this.ui.onLive) this.ui.onLive(detail);
       if (!this.micTried) this.openMic();
       for (const text of this.pendingText.splice(0)) this.sendText(text);
     } else if (st === "reconnecting" && detail.reason) {

@@ -32,13 +32,17 @@ export class VoiceConnection {
     this.timer = null;
     this.agentId = null;
     this.conversationId = null;
+    this.caller = "";
+    this.fatal = null; // the message of the last fatal `error` event (why the server closes)
     this.outputRate = 16000;
   }
 
-  /** Start a call (or resume `conversationId`). Resolves once the socket is dialled. */
-  async open(agentId, { outputRate, conversationId = null }) {
+  /** Start a call as `caller` (or resume `conversationId`, one of that caller's).
+   *  Resolves once the socket is dialled. */
+  async open(agentId, { outputRate, conversationId = null, caller = "" }) {
     this.close();
     this.agentId = agentId;
+    this.caller = caller;
     this.outputRate = Math.max(8000, Math.min(48000, Math.round(outputRate)));
     this.conversationId = conversationId;
     this.wanted = true;
@@ -51,7 +55,7 @@ export class VoiceConnection {
     this.hooks.onStatus(this.attempt ? "reconnecting" : "connecting", { attempt: this.attempt });
     let url;
     try {
-      url = await this.api.voiceUrl(this.agentId);
+      url = await this.api.voiceUrl(this.agentId, this.caller);
     } catch (err) {
       if (!this.wanted) return;
       if (err.status === 0 || err.status >= 500) this.retry("the server did not answer");
@@ -63,6 +67,7 @@ export class VoiceConnection {
     ws.binaryType = "arraybuffer";
     this.ws = ws;
     ws.onopen = () => {
+      this.fatal = null;
       ws.send(
         JSON.stringify({
           type: "session.start",
@@ -87,6 +92,7 @@ export class VoiceConnection {
     } catch {
       return;
     }
+    if (event.type === "error" && event.fatal) this.fatal = `${event.message} (${event.code})`;
     if (event.type === "session.started") {
       const resumed = this.attempt > 0;
       this.conversationId = event.conversation_id;
@@ -107,7 +113,8 @@ export class VoiceConnection {
     }
     if (code in FINAL) {
       this.wanted = false;
-      this.hooks.onStatus(code >= 4000 ? "failed" : "idle", { code, message: FINAL[code] });
+      const message = code >= 4000 && this.fatal ? `The server refused the call: ${this.fatal}` : FINAL[code];
+      this.hooks.onStatus(code >= 4000 ? "failed" : "idle", { code, message });
       return;
     }
     this.retry(REASONS[code] || `the connection closed (code ${code}${reason ? `: ${reason}` : ""})`, code);
