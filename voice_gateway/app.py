@@ -36,6 +36,7 @@ from voice_gateway.tool_isolation import check_tool_isolation
 
 if TYPE_CHECKING:
     from voice_gateway.pipeline.services import VoiceServices
+    from voice_gateway.webrtc.calls import WebRTCCalls
 
 log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent.parent / "web_client"
@@ -54,6 +55,7 @@ class Gateway:
     voice: VoiceServices | None = None
     metrics: Metrics = field(default_factory=Metrics)
     quotas: Quotas | None = None
+    webrtc: WebRTCCalls | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def default_model(self) -> str:
@@ -108,6 +110,10 @@ async def open_gateway(settings: Settings) -> Gateway:
 
         gw.voice = await VoiceServices.open(settings)
         gw.extras["voice"] = gw.voice
+        from voice_gateway.webrtc.calls import WebRTCCalls
+        from voice_gateway.webrtc.ice import IceConfig
+
+        gw.webrtc = WebRTCCalls(IceConfig.from_settings(settings), settings.idle_timeout_s)
     from voice_gateway.bus_runtime import start_bus
 
     bus = gw.extras["bus"] = await start_bus(gw)
@@ -118,6 +124,8 @@ async def open_gateway(settings: Settings) -> Gateway:
 
 
 async def close_gateway(gw: Gateway) -> None:
+    if gw.webrtc is not None:
+        await gw.webrtc.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -137,9 +145,9 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *chat_completions.routes(),
     ]
     if settings.voice:
-        from voice_gateway.routes import twilio, voice_ws
+        from voice_gateway.routes import twilio, voice_ws, webrtc
 
-        out += voice_ws.routes() + twilio.routes()
+        out += voice_ws.routes() + twilio.routes() + webrtc.routes()
     if WEB_DIR.is_dir():
         out.append(WebMount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
     return out

@@ -48,6 +48,7 @@ def voice_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceGatew
                 openai_base_url=f"{llm_srv.url}/v1",
                 openai_api_key="test",
                 idle_timeout_s=20.0,
+                webrtc_host_addresses="127.0.0.1",  # WebRTC media on loopback only
                 # memory rewriting at call end must not consume the replies a test queued
                 sleeptime_model="scripted/demo",
             ) as srv,
