@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 CLOSE_GONE = 1005  # the peer left without a word (ICE failed, connection closed)
 EVENTS_LABEL = "events"
+MAX_MESSAGE_CHARS = 64 * 1024  # the voice socket's frame limit
 
 
 class PeerState(enum.Enum):
@@ -91,6 +92,16 @@ class WebRTCTransport(Transport):
                     "code": "invalid_event",
                     "message": "binary messages are not used on the events channel: "
                     "audio goes on the audio track",
+                    "fatal": False,
+                }
+            )
+            return
+        if len(message) > MAX_MESSAGE_CHARS:
+            self._send_now(
+                {
+                    "type": "error",
+                    "code": "invalid_event",
+                    "message": f"an events message is at most {MAX_MESSAGE_CHARS} characters",
                     "fatal": False,
                 }
             )
