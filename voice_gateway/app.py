@@ -7,9 +7,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,40 +24,16 @@ from memory.service import Memory
 from memory.usage import UsageStore
 from voice_gateway.auth import Auth
 from voice_gateway.errors import EXCEPTION_HANDLERS
+from voice_gateway.gateway import Gateway
 from voice_gateway.limits import Admission, BodyLimit
-from voice_gateway.metrics import Metrics
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
 
-if TYPE_CHECKING:
-    from voice_gateway.pipeline.services import VoiceServices
-    from voice_gateway.webrtc.calls import WebRTCCalls
-
 log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent.parent / "web_client"
-
-
-@dataclass
-class Gateway:
-    """Everything a request or call needs; one per process, on `app.state.gw`."""
-
-    settings: Settings
-    memory: Memory
-    llms: LLMRegistry
-    loop: AgentLoop
-    auth: Auth
-    memory_events: MemoryEvents
-    voice: VoiceServices | None = None
-    metrics: Metrics = field(default_factory=Metrics)
-    quotas: Quotas | None = None
-    webrtc: WebRTCCalls | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def default_model(self) -> str:
-        return self.settings.default_model or self.llms.default_handle()
 
 
 async def open_gateway(settings: Settings) -> Gateway:

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.quotas import QuotaExceeded
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 async def authenticate(request: Request, agent_id: str) -> Principal:
     """As the voice socket: `?session_token=`, else the bearer. A WHIP client can only send a
     bearer, so a bearer that is a session token (payload.signature) counts as one."""
-    auth = request.app.state.gw.auth
+    auth = gateway_of(request).auth
     token = request.query_params.get("session_token")
     if token:
         return auth.verify_token(token, agent_id)
@@ -44,7 +45,7 @@ async def authenticate(request: Request, agent_id: str) -> Principal:
     return await auth.principal(request)
 
 
-def _calls(gw: Any) -> WebRTCCalls:
+def _calls(gw: Gateway) -> WebRTCCalls:
     calls = gw.webrtc
     if calls is None or gw.voice is None:
         raise ApiError(503, "voice services are not available on this server")
@@ -53,7 +54,7 @@ def _calls(gw: Any) -> WebRTCCalls:
 
 async def create_call(request: Request) -> Response:
     """Offer SDP, receive the answer: start a WebRTC voice call"""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent_id = request.path_params["agent_id"]
     if gw.extras.get("draining"):
         raise ApiError(503, "server is shutting down: offer again (another instance answers)")
@@ -66,6 +67,7 @@ async def create_call(request: Request) -> Response:
         raise ApiError(404, f"agent not found: {agent_id[:80]}") from exc
     offer = await read_offer(request)
     calls = _calls(gw)
+    assert gw.quotas is not None and gw.voice is not None  # set when the gateway opened
     try:
         guard = await gw.quotas.open_call(principal.identity)
     except QuotaExceeded as exc:
@@ -102,7 +104,7 @@ def _urls(server: dict[str, Any]) -> list[str]:
 
 
 def _live(request: Request) -> tuple[WebRTCCalls, str]:
-    calls = _calls(request.app.state.gw)
+    calls = _calls(gateway_of(request))
     call_id = request.path_params["call_id"]
     call = calls.live.get(call_id)
     if call is None or call.agent_id != request.path_params["agent_id"]:
