@@ -130,8 +130,13 @@ async def offer_again(request: Request) -> JSONResponse:
 
 
 def routes() -> list[BaseRoute]:
+    # not in /openapi.json: SDP signalling is a wire contract of its own (docs/webrtc.md), as
+    # the sockets are
+    call = "/v1/agents/{agent_id}/webrtc/{call_id}"
     return [
-        Route("/v1/agents/{agent_id}/webrtc", create_call, methods=["POST"]),
-        Route("/v1/agents/{agent_id}/webrtc/{call_id}", end_call, methods=["DELETE"]),
-        Route("/v1/agents/{agent_id}/webrtc/{call_id}", offer_again, methods=["POST"]),
+        Route(
+            "/v1/agents/{agent_id}/webrtc", create_call, methods=["POST"], include_in_schema=False
+        ),
+        Route(call, end_call, methods=["DELETE"], include_in_schema=False),
+        Route(call, offer_again, methods=["POST"], include_in_schema=False),
     ]
