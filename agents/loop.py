@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
 from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
 from memory.orm import default_conversation_id, new_id
+from memory.raw import Stmt
+from memory.runs import RunRecord, StepRecord, record_stmts
 from memory.service import Memory
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,8 @@ class TurnInput:
     model: str | None = None  # a model handle other than the agent's (sleeptime may use its own)
     staged: StagedMemory | None = None  # sleeptime: stage memory edits, the caller commits them
     llm_timeout_s: float | None = None  # voice: a short wait for the model (LLMRequest.timeout_s)
+    record: bool | None = None  # keep a run record (None: when the mode stores messages)
+    otid: str | None = None  # the client's offline threading id of the input message
 
 
 @dataclass(slots=True)
@@ -80,6 +85,7 @@ class _Run:
     unsaved: list[MessageData] = field(default_factory=list)  # input messages, stored with step 1
     published: bool = False
     ttft_ms: float | None = None
+    record: RunRecord | None = None  # the run and its current step, stored with each step
 
     def new_message(self, role: str, **kw: object) -> MessageData:
         return MessageData(
@@ -138,7 +144,7 @@ class AgentLoop:
                 async for event in self._steps(run):
                     yield event
             except (asyncio.CancelledError, GeneratorExit):
-                await asyncio.shield(self._save_partial(run, truncated=True))
+                await asyncio.shield(self._save_partial(run, "cancelled"))
                 raise
             except LLMError as exc:
                 log.warning("agent %s: %s", agent_id, exc)
@@ -151,9 +157,21 @@ class AgentLoop:
         turn_id = inp.turn_id or new_id("turn")
         if not inp.mode.persist and inp.conversation_id is None:
             agent = await self.memory.agents.get(agent_id, identity_id=inp.identity_id)
-            return _Run(agent, inp, turn_id, conv_id, inp.identity_id)
-        agent, conv = await self.memory.turn_state(agent_id, conv_id)
-        return _Run(agent, inp, turn_id, conv.id, conv.identity_id, conv.messages_version)
+            run = _Run(agent, inp, turn_id, conv_id, inp.identity_id)
+        else:
+            agent, conv = await self.memory.turn_state(agent_id, conv_id)
+            run = _Run(agent, inp, turn_id, conv.id, conv.identity_id, conv.messages_version)
+        if inp.record if inp.record is not None else inp.mode.persist:
+            stored = inp.mode.persist or inp.conversation_id is not None
+            run.record = RunRecord(
+                turn_id,
+                agent_id,
+                run.conversation_id if stored else None,
+                run.identity_id,
+                inp.source if inp.mode.name != "sleeptime" else "sleeptime",
+                inp.model or agent.model,
+            )
+        return run
 
     async def _steps(self, run: _Run) -> AsyncIterator[AgentEvent]:
         """Steps until the model stops calling tools. The input messages are stored with the
@@ -169,7 +187,7 @@ class AgentLoop:
                 await self.memory.messages.in_context(run.conversation_id, run.messages_version)
             )
         run.unsaved = [run.new_message("user", content=n, kind="note") for n in inp.notes]
-        run.unsaved.append(run.new_message("user", content=inp.text))
+        run.unsaved.append(run.new_message("user", content=inp.text, otid=inp.otid))
         context = history + run.unsaved
         ctx = ToolContext(
             memory=self.memory,
@@ -193,9 +211,17 @@ class AgentLoop:
                 timeout_s=inp.llm_timeout_s,
             )
             assistant = run.current = run.new_message("assistant", step_id=new_id("step"))
+            rec = run.record
+            if rec is not None:
+                usage = (run.usage.prompt_tokens, run.usage.completion_tokens)
+                rec.step = StepRecord(str(assistant.step_id), rec.model, usage_before=usage)
+                rec.step_count = step + 1
+                rec.step.llm_started()
             calls: dict[int, Call] = {}
             async for ev in self._stream(run, provider, req, calls):
                 yield ev
+            if rec is not None and rec.step is not None:
+                rec.step.llm_done(provider.last_ttft_ms)
             ordered = [calls[i] for i in sorted(calls)]
             for call in ordered:
                 call.finalize()
@@ -203,7 +229,9 @@ class AgentLoop:
                 ToolCallData(id=c.id, name=c.name, arguments=c.arguments) for c in ordered
             ]
             if not ordered:
-                for m in await self._save(run, [assistant] if assistant.content else [], True):
+                for m in await self._save(
+                    run, [assistant] if assistant.content else [], "end_turn"
+                ):
                     yield m
                 yield self._done(run, "end_turn")
                 return
@@ -211,7 +239,10 @@ class AgentLoop:
                 yield ToolCallReady(
                     assistant.id, call.id, call.name, call.arguments, call.pre_exec_msg
                 )
+            t_tools = time.perf_counter_ns()
             results = await self._execute(ordered, by_name, ctx)
+            if rec is not None and rec.step is not None:
+                rec.step.tool_execution_ns = time.perf_counter_ns() - t_tools
             tool_msgs, ends = [], False
             for call, (ok, result) in zip(ordered, results, strict=True):
                 tool = by_name.get(call.name)
@@ -226,8 +257,10 @@ class AgentLoop:
                 )
                 tool_msgs.append(msg)
                 yield ToolResult(msg.id, call.id, call.name, ok, result)
-            last_step = step == max_steps - 1
-            for m in await self._save(run, [assistant, *tool_msgs], ends or last_step):
+            stop: StopReason | None = "end_turn" if ends else None
+            if stop is None and step == max_steps - 1:
+                stop = "max_steps"
+            for m in await self._save(run, [assistant, *tool_msgs], stop):
                 yield m
             context += [assistant, *tool_msgs]
             if ends:
@@ -306,26 +339,43 @@ class AgentLoop:
         return [await execute(c, by_name.get(c.name), ctx, timeout) for c in calls]
 
     async def _save(
-        self, run: _Run, messages: list[MessageData], final: bool = False
+        self,
+        run: _Run,
+        messages: list[MessageData],
+        stop: StopReason | None = None,
+        error: str | None = None,
     ) -> list[MessageSaved]:
         """Persist a step's messages (with the turn's input messages if not stored yet); the
-        turn's transcript event goes in the same transaction."""
+        step's and run's records and, with `stop` (the run ends), the turn's transcript event
+        go in the same transaction."""
         messages = [*run.unsaved, *messages]
         run.unsaved = []
         run.current = None
         run.texts += [m.content for m in messages if m.role == "assistant" and m.content]
-        event = self._transcript(run) if final and not run.published else None
+        event = self._transcript(run) if stop is not None and not run.published else None
+        records = self._records(run, stop, error)
         if not run.inp.mode.persist:
+            if records:
+                await self.memory.db.batch(records, write=True)
             return [MessageSaved(m) for m in messages]
-        if not messages and event is None:
+        if not messages and event is None and not records:
             return []
-        also = [self.memory.outbox.insert(event)] if event is not None else []
+        also = [*records, *([self.memory.outbox.insert(event)] if event is not None else [])]
         await self.memory.messages.append(messages, also=also)
         if event is not None:
             run.published = True
             self.memory.outbox.added()
         run.message_ids += [m.id for m in messages]
         return [MessageSaved(m) for m in messages]
+
+    def _records(self, run: _Run, stop: StopReason | None, error: str | None) -> list[Stmt]:
+        rec = run.record
+        if rec is None:
+            return []
+        if run.ttft_ms is not None and rec.ttft_ns is None:
+            rec.ttft_ns = int(run.ttft_ms * 1e6)
+        usage = (run.usage.prompt_tokens, run.usage.completion_tokens)
+        return record_stmts(rec, usage, stop, error)
 
     def _transcript(self, run: _Run, interrupted: bool = False) -> TranscriptEvent | None:
         if not run.inp.publish or not run.inp.mode.persist:
@@ -346,19 +396,19 @@ class AgentLoop:
             ended_at=utc_now(),
         )
 
-    async def _save_partial(self, run: _Run, *, truncated: bool) -> None:
+    async def _save_partial(self, run: _Run, stop: StopReason, error: str | None = None) -> None:
         current, run.current = run.current, None
         keep = []
         if current is not None and current.content:
-            current.tool_calls, current.truncated = [], truncated
+            current.tool_calls, current.truncated = [], stop == "cancelled"
             keep.append(current)
         try:
-            await self._save(run, keep, final=True)
+            await self._save(run, keep, stop, error)
         except Exception:
             log.exception("agent %s: could not persist the partial reply", run.agent.id)
 
     async def _stop(self, run: _Run, reason: StopReason, error: str) -> RunDone:
-        await self._save_partial(run, truncated=False)
+        await self._save_partial(run, reason, error)
         return self._done(run, reason, error)
 
     def _done(self, run: _Run, reason: StopReason, error: str | None = None) -> RunDone:

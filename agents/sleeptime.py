@@ -260,6 +260,7 @@ class SleeptimeAgent:
             model=self.model,
             staged=staged,
             identity_id=caller,
+            record=True,  # a sleeptime pass is a run (it stores no messages)
         )
         stop = "error"
         async with aclosing(self.loop.run(event.agent_id, inp)) as events:

@@ -30,7 +30,7 @@ from _common import Timer, emit, parser, ratio, summary
 
 from memory.embeddings import LOCAL_HANDLE, get_embedder
 from memory.models import BlockSpec
-from memory.orm import Passage, new_id
+from memory.orm import Passage, default_archive_id, new_id
 from memory.service import Memory
 
 TOPICS = [
@@ -121,7 +121,7 @@ async def measure(memory: Memory, agent_id: str, iterations: int) -> dict[str, o
         await memory.archival.search(agent_id, QUERIES[0], top_k=5)  # loads the index
     total, embed_only, scan, blas_scan, tagged, windowed = [], [], [], [], [], []
     queries: list[np.ndarray] = []
-    index = memory.archival._cache[agent_id].index
+    index = memory.archival._cache[default_archive_id(agent_id)].index
     vecs = index._vecs[: len(index._ids)]
     mismatches = 0
     since = datetime.now(UTC) - timedelta(minutes=2000)

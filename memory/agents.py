@@ -18,10 +18,12 @@ from memory.orm import (
     BlockAgent,
     Conversation,
     User,
+    default_archive_id,
     default_conversation_id,
     new_id,
     utcnow,
 )
+from memory.orm_sources import Archive
 from memory.raw import Codec, Row, Stmt
 
 AGENT_FIELDS = {
@@ -58,6 +60,18 @@ _GET_IN = _GET.replace(
 )
 
 
+def own_archive(agent_id: str, user_id: str | None, name: str, values: dict[str, Any]) -> Archive:
+    """The agent's default archive: its archival memory (migration 0007)."""
+    return Archive(
+        id=default_archive_id(agent_id),
+        user_id=user_id,
+        agent_id=agent_id,
+        name=f"{name}'s archive",
+        embedding=str(values.get("embedding") or ""),
+        metadata_={},
+    )
+
+
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -75,6 +89,7 @@ class AgentStore:
         async with self.db.write() as s:
             s.add(Agent(id=agent_id, user_id=user_id, **values))
             await s.flush()
+            s.add(own_archive(agent_id, user_id, str(values.get("name") or "agent"), values))
             BlockStore.add_specs(s, agent_id, blocks)
             s.add(
                 Conversation(
@@ -113,6 +128,14 @@ class AgentStore:
 
     def decode(self, rows: list[Row]) -> AgentData:
         return _decode_agent(rows, self.db.is_sqlite)
+
+    async def tags(self, *, user_id: str | None = None, scoped: bool = False) -> list[str]:
+        """Every tag on the agents one may see, sorted, each once."""
+        async with self.db.read() as s:
+            q = select(Agent.tags)
+            if scoped:
+                q = q.where(Agent.user_id == user_id if user_id else Agent.user_id.is_(None))
+            return sorted({str(t) for tags in await s.scalars(q) for t in tags or []})
 
     async def page(
         self,

@@ -318,11 +318,22 @@ def resolve_view(blocks: Sequence[BlockData]) -> list[BlockData]:
 def compile_blocks(blocks: Sequence[BlockData]) -> str:
     """Render blocks for the system prompt (Letta's <memory_blocks> layout)."""
     parts = ["<memory_blocks>"]
+    files = [b for b in blocks if b.scope == "file"]
     for b in blocks:
+        if b.scope == "file":
+            continue
         parts.append(
             f"<{b.label}>\n<description>{b.description or ''}</description>\n"
             f"<metadata>chars_current={len(b.value)} chars_limit={b.limit}</metadata>\n"
             f"<value>\n{b.value}\n</value>\n</{b.label}>"
         )
     parts.append("</memory_blocks>")
+    if files:  # open files (memory/open_files.py): read-only windows of their lines
+        parts.append("<open_files>")
+        for b in files:
+            parts.append(
+                f'<file name="{b.label}">\n<description>{b.description or ""}</description>\n'
+                f"<value>\n{b.value}\n</value>\n</file>"
+            )
+        parts.append("</open_files>")
     return "\n".join(parts)

@@ -193,9 +193,13 @@ class IdentityStore:
                     select(Conversation.agent_id).where(Conversation.identity_id == identity_id)
                 )
             )
-            passage_agents = set(
-                await s.scalars(select(Passage.agent_id).where(Passage.identity_id == identity_id))
-            )
+            passage_agents = {  # a caller's passages are in their agents' own archives
+                a
+                for a in await s.scalars(
+                    select(Passage.agent_id).where(Passage.identity_id == identity_id)
+                )
+                if a
+            }
             counts = []
             for stmt in (
                 delete(Message).where(Message.identity_id == identity_id),

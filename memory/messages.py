@@ -176,26 +176,40 @@ class MessageStore:
 
     async def page(
         self,
-        agent_id: str,
+        agent_id: str | None,
         *,
         limit: int = 100,
         after: str | None = None,
         before: str | None = None,
         order: Literal["asc", "desc"] = "desc",
         conversation_id: str | None = None,
+        agent_ids: Sequence[str] | None = None,
+        turn_id: str | None = None,
+        step_id: str | None = None,
     ) -> list[MessageData]:
-        """A page in `order`. `after`/`before` are message ids and follow the sort order
-        (with "desc", `after` means older); a `before`-only page is the one closest to it."""
+        """A page in `order` of one agent's messages (`agent_id`; None: of the agents
+        `agent_ids`, None too: all), optionally of one conversation, run (`turn_id`) or step.
+        `after`/`before` are message ids and follow the sort order (with "desc", `after`
+        means older); a `before`-only page is the one closest to it."""
         async with self.db.read() as s:
-            q = select(Message).where(Message.agent_id == agent_id)
-            if conversation_id is not None:
-                q = q.where(Message.conversation_id == conversation_id)
-            newer_first = order == "desc"
+            q = select(Message)
+            if agent_id is not None:
+                q = q.where(Message.agent_id == agent_id)
+            elif agent_ids is not None:
+                q = q.where(Message.agent_id.in_(agent_ids))
+            for column, value in (
+                (Message.conversation_id, conversation_id),
+                (Message.turn_id, turn_id),
+                (Message.step_id, step_id),
+            ):
+                if value is not None:
+                    q = q.where(column == value)
+            newer_first, base = order == "desc", q
             for cursor, is_after in ((after, True), (before, False)):
                 if cursor is None:
                     continue
                 seq = await s.scalar(
-                    select(Message.seq).where(Message.id == cursor, Message.agent_id == agent_id)
+                    base.with_only_columns(Message.seq).where(Message.id == cursor)
                 )
                 if seq is None:
                     raise NotFound("message", cursor)
@@ -242,6 +256,58 @@ class MessageStore:
             q = q.where(or_(Message.content != "", Message.role == "user"))
             rows = await s.scalars(q.order_by(Message.seq.desc()).limit(limit))
             return [MessageData.model_validate(r) for r in rows]
+
+    async def search_all(
+        self,
+        agent_ids: Sequence[str] | None,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        conversation_id: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        limit: int = 50,
+    ) -> list[MessageData]:
+        """Full-text search (every word, case-insensitive) of the messages of `agent_ids`
+        (None: all agents), newest first: Letta's `POST /v1/messages/search`."""
+        async with self.db.read() as s:
+            q = select(Message).where(Message.kind != "note")
+            if agent_ids is not None:
+                q = q.where(Message.agent_id.in_(agent_ids))
+            if agent_id is not None:
+                q = q.where(Message.agent_id == agent_id)
+            if conversation_id is not None:
+                q = q.where(Message.conversation_id == conversation_id)
+            for word in query.split():
+                low = word.lower()
+                q = q.where(
+                    or_(
+                        func.lower(Message.content).contains(low, autoescape=True),
+                        func.lower(Message.reasoning).contains(low, autoescape=True),
+                    )
+                )
+            if start is not None:
+                q = q.where(Message.created_at >= start)
+            if end is not None:
+                q = q.where(Message.created_at <= end)
+            rows = await s.scalars(q.order_by(Message.seq.desc()).limit(limit))
+            return [MessageData.model_validate(r) for r in rows]
+
+    async def reset(self, conversation_id: str) -> int:
+        """Take every message of the conversation out of its context window (they stay in
+        recall: searchable, listed); returns how many left it."""
+        stmts = [
+            Stmt(
+                "UPDATE messages SET in_context = ? WHERE conversation_id = ? AND in_context = ? "
+                "RETURNING id",
+                (False, conversation_id, True),
+                returns=True,
+            ),
+            Stmt(_BUMP, (conversation_id,), returns=True),
+        ]
+        results = await self.db.batch(stmts, write=True)
+        self.cache.drop(conversation_id)
+        return len(results[0])
 
     async def count(self, agent_id: str) -> int:
         async with self.db.read() as s:

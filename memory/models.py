@@ -32,7 +32,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-BlockScope = Literal["agent", "caller"]
+BlockScope = Literal["agent", "caller", "file"]
 
 
 class BlockData(_Model):
@@ -47,6 +47,7 @@ class BlockData(_Model):
     description: str | None = None
     read_only: bool = False
     sleeptime_editable: bool = False
+    file_id: str | None = None  # scope "file": the open file this block shows
     version: int = 1
     updated_at: datetime | None = None
 
@@ -121,11 +122,14 @@ class MessageData(_Model):
     produced: str | None = None
     in_context: bool = True
     created_at: datetime | None = None
+    otid: str | None = None
 
 
 class PassageData(_Model):
     id: str
-    agent_id: str
+    agent_id: str | None = None  # None: a shared archive's or a file's passage
+    archive_id: str | None = None
+    file_id: str | None = None
     text: str
     tags: list[str] = Field(default_factory=list)
     identity_id: str | None = None

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -120,6 +121,8 @@ class Block(Base):
     description: Mapped[str | None] = mapped_column(Text)
     read_only: Mapped[bool] = mapped_column(Boolean, default=False)
     sleeptime_editable: Mapped[bool] = mapped_column(Boolean, default=False)
+    # scope "file": an open file's window (memory/files.py), closed when the file goes
+    file_id: Mapped[str | None] = mapped_column(ForeignKey("files.id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -237,17 +240,98 @@ class Message(Base):
     produced: Mapped[str | None] = mapped_column(Text)  # the full text when cut to what was heard
     in_context: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    otid: Mapped[str | None] = mapped_column(String(64))  # the client's offline threading id
+
+
+class Run(Base):
+    """One agent request (a REST message, a chat completion, a voice turn, a sleeptime pass),
+    written by the agent loop with its steps, in each step's own transaction. Its id is the
+    turn id its messages carry (`messages.turn_id`)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_agent_seq", "agent_id", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    # a run goes with its conversation (erasure); runs that store no messages have none
+    conversation_id: Mapped[str | None] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=True
+    )
+    identity_id: Mapped[str | None] = mapped_column(String(64), index=True)  # the caller
+    source: Mapped[str] = mapped_column(String(16), default="text")
+    background: Mapped[bool] = mapped_column(Boolean, default=False)
+    status: Mapped[str] = mapped_column(String(16), default="created")
+    stop_reason: Mapped[str | None] = mapped_column(String(48))
+    error: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+    step_count: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    ttft_ns: Mapped[int | None] = mapped_column(BigInteger)
+    total_duration_ns: Mapped[int | None] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # a voice turn's
+    request_config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Step(Base):
+    """One model call of a run: model, tokens, timing (ns), status; its messages carry its id."""
+
+    __tablename__ = "steps"
+    __table_args__ = (Index("ix_steps_agent_seq", "agent_id", "seq"),)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String(64))
+    conversation_id: Mapped[str | None] = mapped_column(String(64))
+    identity_id: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="success")
+    stop_reason: Mapped[str | None] = mapped_column(String(48))
+    error: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    step_start_ns: Mapped[int | None] = mapped_column(BigInteger)
+    step_ns: Mapped[int | None] = mapped_column(BigInteger)
+    llm_request_ns: Mapped[int | None] = mapped_column(BigInteger)
+    ttft_ns: Mapped[int | None] = mapped_column(BigInteger)
+    tool_execution_ns: Mapped[int | None] = mapped_column(BigInteger)
+    feedback: Mapped[str | None] = mapped_column(String(10))
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+def default_archive_id(agent_id: str) -> str:
+    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0007)."""
+    return "archive-" + agent_id.removeprefix("agent-")
+
+
+def _passage_archive(ctx: Any) -> str | None:
+    agent_id = ctx.get_current_parameters().get("agent_id")
+    return default_archive_id(agent_id) if agent_id else None
 
 
 class Passage(Base):
+    """A passage of an archive: the agent's own (`agent_id` set, its default archive), a
+    shared archive's (`agent_id` NULL), or a chunk of a file (`file_id`, a folder's archive)."""
+
     __tablename__ = "passages"
     __table_args__ = (
         Index("ix_passages_agent_seq", "agent_id", "seq"),
         Index("ix_passages_agent_created", "agent_id", "created_at"),
+        Index("ix_passages_archive_seq", "archive_id", "seq"),
     )
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     id: Mapped[str] = mapped_column(String(64), unique=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    agent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    archive_id: Mapped[str] = mapped_column(
+        ForeignKey("archives.id", ondelete="CASCADE"), default=_passage_archive
+    )
+    file_id: Mapped[str | None] = mapped_column(
+        ForeignKey("files.id", ondelete="CASCADE"), index=True
+    )
     text: Mapped[str] = mapped_column(Text)
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     embedding: Mapped[bytes] = mapped_column(LargeBinary)
@@ -344,3 +428,6 @@ class CallUsage(Base):
     day: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD (UTC)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+from memory import orm_sources  # noqa: E402,F401  (archives, folders, files: same metadata)

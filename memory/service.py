@@ -6,16 +6,19 @@ from dataclasses import dataclass
 
 from memory.agents import AgentStore, UserStore
 from memory.archival import ArchivalStore
+from memory.archives import ArchiveStore
 from memory.blocks import BlockStore, ChangeHook
 from memory.conversations import ConversationStore
 from memory.db import Database
 from memory.embeddings import Embedder, get_embedder
+from memory.files import FileStore, FolderStore
 from memory.identities import IdentityStore
 from memory.messages import MessageStore
 from memory.models import AgentData, ConversationData, NotFound, TranscriptEvent
 from memory.orm import Conversation
 from memory.outbox import OutboxStore
 from memory.raw import Codec, Stmt
+from memory.runs import RunStore, TurnMetrics, metrics_stmt
 from memory.tools import ToolStore
 
 _CONVERSATIONS = Codec(Conversation.__table__)  # type: ignore[arg-type]
@@ -34,6 +37,10 @@ class Memory:
     tools: ToolStore
     conversations: ConversationStore
     identities: IdentityStore
+    runs: RunStore
+    archives: ArchiveStore
+    folders: FolderStore
+    files: FileStore
 
     @classmethod
     async def open(
@@ -53,17 +60,22 @@ class Memory:
                 handle, openai_api_key=openai_api_key, openai_base_url=openai_base_url
             )
 
+        archival = ArchivalStore(db, embedder_for)
         return cls(
             db=db,
             agents=AgentStore(db),
             users=UserStore(db),
             blocks=BlockStore(db),
             messages=MessageStore(db),
-            archival=ArchivalStore(db, embedder_for),
+            archival=archival,
             outbox=OutboxStore(db),
             tools=ToolStore(db),
             conversations=ConversationStore(db),
             identities=IdentityStore(db),
+            runs=RunStore(db),
+            archives=ArchiveStore(db, archival),
+            folders=FolderStore(db),
+            files=FileStore(db),
         )
 
     async def turn_state(
@@ -88,11 +100,16 @@ class Memory:
         return self.agents.decode(rows), conv
 
     async def finish_turn(
-        self, event: TranscriptEvent | None, truncations: dict[str, str] | None = None
+        self,
+        event: TranscriptEvent | None,
+        truncations: dict[str, str] | None = None,
+        metrics: TurnMetrics | None = None,
     ) -> None:
         """Cut assistant messages to what the caller heard and queue the turn's transcript
-        event, in one transaction."""
+        event (and keep a voice turn's latencies on its run), in one transaction."""
         also = [self.outbox.insert(event)] if event is not None else []
+        if metrics is not None and event is not None:
+            also.append(metrics_stmt(event.turn_id, metrics))
         await self.messages.truncate(truncations or {}, also=also)
         if event is not None:
             self.outbox.added()

@@ -47,6 +47,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
         fallback=settings.llm_fallback,
+        providers=settings.llm_providers(),
     )
     await asyncio.to_thread(llms.warmup)
     loop = AgentLoop(
@@ -61,6 +62,7 @@ async def open_gateway(settings: Settings) -> Gateway:
                 cpu_s=settings.tool_cpu_s,
                 memory_mb=settings.tool_memory_mb,
                 max_output_bytes=settings.tool_max_output_bytes,
+                return_char_limit=settings.tool_return_char_limit,
                 max_concurrent=settings.tool_max_concurrent,
                 namespaces=settings.tool_namespaces,
             ),
@@ -69,7 +71,7 @@ async def open_gateway(settings: Settings) -> Gateway:
     auth = Auth(memory, settings.api_key, settings.session_secret, settings.session_token_ttl_s)
     events = MemoryEvents()
     memory.on_block_change(events.changed)
-    if not llms.openai_configured and not settings.default_model:
+    if llms.configured() == ["scripted"] and not settings.default_model:
         log.warning(
             "No LLM configured: agents use the offline demo model (scripted/demo). For real "
             "answers set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL to a local OpenAI-compatible "
@@ -94,12 +96,21 @@ async def open_gateway(settings: Settings) -> Gateway:
     if bus.redis is not None:  # turns of one agent never interleave across instances
         loop.locks = RedisLocks(bus.redis)
     gw.quotas = Quotas(settings, UsageStore(memory.db), gw.metrics, bus.redis)
+    from voice_gateway.file_jobs import FileJobs
+
+    gw.extras["file_jobs"] = FileJobs(memory)
+    await gw.extras["file_jobs"].recover()
     return gw
 
 
 async def close_gateway(gw: Gateway) -> None:
     if gw.webrtc is not None:
         await gw.webrtc.aclose()
+    runs = gw.extras.get("runs")
+    if runs is not None:  # background runs store what they produced before the bus stops
+        await runs.aclose()
+    if (file_jobs := gw.extras.get("file_jobs")) is not None:
+        await file_jobs.aclose()
     bus = gw.extras.get("bus")
     if bus is not None:
         await bus.stop()
@@ -110,12 +121,25 @@ async def close_gateway(gw: Gateway) -> None:
 
 
 def routes(settings: Settings) -> list[BaseRoute]:
-    from voice_gateway.routes import chat_completions, ops, rest, rest_callers
+    from voice_gateway.routes import (
+        chat_completions,
+        ops,
+        rest,
+        rest_archives,
+        rest_callers,
+        rest_folders,
+        rest_recall,
+        rest_runs,
+    )
 
     out: list[BaseRoute] = [
         *ops.routes(),
         *rest.routes(),
+        *rest_runs.routes(),
+        *rest_recall.routes(),
         *rest_callers.routes(),
+        *rest_archives.routes(),
+        *rest_folders.routes(),
         *chat_completions.routes(),
     ]
     if settings.voice:
@@ -136,7 +160,9 @@ def middleware(settings: Settings) -> list[Middleware]:
         Middleware(OriginGuard, policy=origins),
         Middleware(CORSMiddleware, **origins.cors_options()),
         Middleware(Admission),
-        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(
+            BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.max_file_bytes
+        ),
     ]
 
 

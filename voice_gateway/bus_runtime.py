@@ -136,6 +136,7 @@ async def run_worker(settings: Settings, consumer: str, concurrency: int) -> int
         openai_base_url=settings.openai_base_url,
         timeout_s=settings.llm_timeout_s,
         fallback=settings.llm_fallback,
+        providers=settings.llm_providers(),
     )
     agent = SleeptimeAgent(
         memory,

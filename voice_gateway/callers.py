@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from sqlalchemy.exc import IntegrityError
+
 from memory.identities import BadCallerKey, check_caller_key
 from memory.models import AgentData, ConversationData, IdentityData, NotFound
 from memory.service import Memory
@@ -77,15 +79,20 @@ async def open_conversation(
                 agent.id, identity_id=identity_id, requested=requested
             )
         except NotFound:
-            if await _exists(memory, requested):
-                raise
-            conv = await memory.conversations.create(
-                agent.id,
-                identity_id=identity_id,
-                user_id=agent.user_id,
-                source=source,
-                conversation_id=requested,
-            )
+            try:
+                conv = await memory.conversations.create(
+                    agent.id,
+                    identity_id=identity_id,
+                    user_id=agent.user_id,
+                    source=source,
+                    conversation_id=requested,
+                )
+            except IntegrityError:
+                # the id is taken: by a concurrent first request of this call (then it is
+                # this caller's now), or by another caller or agent (NotFound, as unknown)
+                conv = await memory.conversations.open_for(
+                    agent.id, identity_id=identity_id, requested=requested
+                )
         return CallerConversation(identity, conv)
     conv = await memory.conversations.open_for(
         agent.id,
@@ -96,11 +103,3 @@ async def open_conversation(
         new=new,
     )
     return CallerConversation(identity, conv)
-
-
-async def _exists(memory: Memory, conversation_id: str) -> bool:
-    try:
-        await memory.conversations.get(conversation_id)
-    except NotFound:
-        return False
-    return True

@@ -113,7 +113,9 @@ async def _agents(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.agents_cmd == "create":
             llms = LLMRegistry(
-                openai_api_key=settings.openai_api_key, openai_base_url=settings.openai_base_url
+                openai_api_key=settings.openai_api_key,
+                openai_base_url=settings.openai_base_url,
+                providers=settings.llm_providers(),
             )
             agent = await memory.agents.create(
                 user_id=None,

@@ -94,13 +94,21 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """413 over `max_bytes`; a file upload (a path ending in /upload) may carry
+    `upload_bytes` plus the multipart envelope (the route checks the file's own size)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, upload_bytes: int = 0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_bytes = upload_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.upload_bytes and str(scope.get("path", "")).endswith("/upload"):
+            limit = max(self.max_bytes, self.upload_bytes + 65_536)
+            await BodyLimit(self.app, limit)(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")

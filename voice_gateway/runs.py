@@ -1,13 +1,16 @@
 """Runs of REST turns, per conversation: the registry that `POST /v1/conversations/{id}/cancel`
-cancels and `POST /v1/conversations/{id}/stream` resumes.
+and `/v1/agents/{id}/messages/cancel` cancel and `POST /v1/conversations/{id}/stream` and
+`/v1/runs/{id}/stream` resume. (The runs' records are the loop's, in the database.)
 
 A run is one agent turn driven by its own task; the request that started it follows its
 events (a blocking reply or SSE), and so may a resuming client. The run lives as long as the
 request that started it: when that request goes away (client disconnect) the turn is
 cancelled, as before, and the loop stores what it produced. Cancel ends the task the same
 way; followers then see a `cancelled` stop reason. The last finished run of a conversation
-stays replayable (bounded). Registry of this process only: with several gateways, a cancel
-reaches the runs of the gateway that receives it."""
+stays replayable (bounded). A background run (`/messages/async`) has no request: its task
+belongs to the registry, which cancels what is left when the gateway closes. Registry of this
+process only: with several gateways, a cancel reaches the runs of the gateway that receives
+it."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from agents.events import AgentEvent, RunDone
 from agents.llm import Usage
 from agents.loop import AgentLoop, TurnInput
 from memory.orm import default_conversation_id, new_id
+from memory.runs import RunRecord
 
 CANCEL_WAIT_S = 10.0
 
@@ -63,17 +67,44 @@ class ConversationRuns:
     def __init__(self, keep_last: int = 1024) -> None:
         self.active: dict[str, dict[str, ActiveRun]] = {}
         self.last: OrderedDict[str, ActiveRun] = OrderedDict()
+        self.by_id: OrderedDict[str, ActiveRun] = OrderedDict()  # running and recent runs
         self.keep_last = keep_last
+        self.background: set[asyncio.Task[None]] = set()
+
+    def _register(self, loop: AgentLoop, agent_id: str, inp: TurnInput, tokens: bool) -> ActiveRun:
+        conv_id = inp.conversation_id or default_conversation_id(agent_id)
+        inp.turn_id = inp.turn_id or new_id("run")
+        run = ActiveRun(inp.turn_id, agent_id, conv_id, tokens)
+        self.active.setdefault(conv_id, {})[run.run_id] = run
+        self.by_id[run.run_id] = run
+        while len(self.by_id) > self.keep_last and next(iter(self.by_id.values())).done:
+            self.by_id.popitem(last=False)
+        run.task = asyncio.create_task(self._drive(loop, inp, run))
+        return run
+
+    async def start_background(
+        self, loop: AgentLoop, agent_id: str, inp: TurnInput, request_config: dict[str, Any]
+    ) -> ActiveRun:
+        """Store the run (status `created`, pollable at once) and run it in a task of its
+        own: it goes on when the client that started it goes away."""
+        conv_id = inp.conversation_id or default_conversation_id(agent_id)
+        inp.turn_id = inp.turn_id or new_id("run")
+        agent, conv = await loop.memory.turn_state(agent_id, conv_id)
+        model = inp.model or agent.model
+        record = RunRecord(inp.turn_id, agent_id, conv_id, conv.identity_id, "text", model)
+        await loop.memory.runs.create(record, background=True, request_config=request_config)
+        run = self._register(loop, agent_id, inp, tokens=True)  # re-attached: token by token
+        assert run.task is not None
+        self.background.add(run.task)
+        run.task.add_done_callback(self.background.discard)
+        return run
 
     async def run(
         self, loop: AgentLoop, agent_id: str, inp: TurnInput, *, tokens: bool = False
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the turn in its own task and yield its events (consume with `aclosing`)."""
-        conv_id = inp.conversation_id or default_conversation_id(agent_id)
-        inp.turn_id = inp.turn_id or new_id("turn")
-        run = ActiveRun(inp.turn_id, agent_id, conv_id, tokens)
-        self.active.setdefault(conv_id, {})[run.run_id] = run
-        run.task = asyncio.create_task(self._drive(loop, inp, run))
+        run = self._register(loop, agent_id, inp, tokens)
+        assert run.task is not None
         try:
             async for event in run.follow():
                 yield event
@@ -116,8 +147,39 @@ class ConversationRuns:
             await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
         return [r.run_id for r in runs]
 
+    async def cancel_agent(self, agent_id: str, run_ids: list[str] | None = None) -> list[str]:
+        """Cancel the agent's running turns (those of `run_ids` only, if given)."""
+        convs = {
+            r.conversation_id
+            for runs in self.active.values()
+            for r in runs.values()
+            if r.agent_id == agent_id and (run_ids is None or r.run_id in run_ids)
+        }
+        out: list[str] = []
+        for conv in convs:
+            runs = self.active.get(conv, {})
+            chosen = [r for r in runs.values() if run_ids is None or r.run_id in run_ids]
+            tasks = [r.task for r in chosen if r.task is not None and not r.task.done()]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
+            out += [r.run_id for r in chosen]
+        return out
+
+    def find(self, run_id: str) -> ActiveRun | None:
+        return self.by_id.get(run_id)
+
     def forget(self, conversation_id: str) -> None:
         self.last.pop(conversation_id, None)
+
+    async def aclose(self) -> None:
+        """Cancel the background runs still going (each stores what it produced)."""
+        tasks = list(self.background)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
 
 
 def runs_of(gw: Any) -> ConversationRuns:

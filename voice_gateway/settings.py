@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agents.llm.providers import ProviderEndpoint
+
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
+
+
+def _env(name: str, default: str | None = None) -> Any:
+    """A setting read from Letta's own variable name (e.g. ANTHROPIC_API_KEY) or VG_<name>."""
+    return Field(default, validation_alias=AliasChoices(name, f"VG_{name}"))
 
 
 class Settings(BaseSettings):
@@ -44,6 +51,25 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("DEEPGRAM_API_KEY", "VG_DEEPGRAM_API_KEY")
     )
     deepgram_base_url: str | None = None  # tests point the SDK at a loopback server
+    # LLM providers besides OpenAI, by Letta's variable names (docs/rest_api.md, "Models and
+    # providers"); a *_BASE_URL of a cloud vendor overrides its public endpoint
+    anthropic_api_key: str | None = _env("ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL")
+    gemini_api_key: str | None = _env("GEMINI_API_KEY")
+    gemini_base_url: str | None = _env("GEMINI_BASE_URL")
+    groq_api_key: str | None = _env("GROQ_API_KEY")
+    groq_base_url: str | None = _env("GROQ_BASE_URL")
+    together_api_key: str | None = _env("TOGETHER_API_KEY")
+    together_base_url: str | None = _env("TOGETHER_BASE_URL")
+    mistral_api_key: str | None = _env("MISTRAL_API_KEY")
+    mistral_base_url: str | None = _env("MISTRAL_BASE_URL")
+    azure_api_key: str | None = _env("AZURE_API_KEY")
+    azure_base_url: str | None = _env("AZURE_BASE_URL")  # https://<resource>.openai.azure.com
+    ollama_base_url: str | None = _env("OLLAMA_BASE_URL")  # http://localhost:11434
+    vllm_api_base: str | None = _env("VLLM_API_BASE")  # http://localhost:8000
+    lmstudio_base_url: str | None = _env("LMSTUDIO_BASE_URL")  # http://localhost:1234
+    llamacpp_base_url: str | None = _env("LLAMACPP_BASE_URL")  # http://localhost:8080
+    sglang_api_base: str | None = _env("SGLANG_API_BASE")  # http://localhost:30000
     twilio_auth_token: str | None = None
 
     # Voice pipeline
@@ -82,6 +108,7 @@ class Settings(BaseSettings):
     tool_cpu_s: int = Field(5, ge=1, le=600)  # RLIMIT_CPU
     tool_memory_mb: int = Field(256, ge=64, le=65536)  # RLIMIT_AS
     tool_max_output_bytes: int = Field(64_000, ge=1000)  # stdout and stderr, each
+    tool_return_char_limit: int = Field(50_000, ge=100, le=1_000_000)  # longer: cut, with a note
     tool_max_concurrent: int = Field(4, ge=1, le=256)  # sandboxed calls at once
     tool_namespaces: bool = True  # network/mount namespaces where the OS allows
     # Without namespaces custom tools are refused (start log, 403 on creation, tool error on
@@ -107,6 +134,7 @@ class Settings(BaseSettings):
 
     # HTTP limits
     max_body_bytes: int = 1_000_000
+    max_file_bytes: int = Field(20_000_000, ge=1)  # one upload to a folder; beyond: 413
     max_header_bytes: int = Field(16_384, ge=1024)  # request line + headers; beyond: 431
     # SIGTERM: browser calls finish their turn and reconnect elsewhere; phone calls go on until
     # they end or this runs out (keep it below compose's stop_grace_period; docs/operations.md)
@@ -138,8 +166,32 @@ class Settings(BaseSettings):
             self.openai_api_key,
             self.deepgram_api_key,
             self.twilio_auth_token,
+            *(p.api_key for p in self.llm_providers().values()),
         )
         return [v for v in values if v]
+
+    def llm_providers(self) -> dict[str, ProviderEndpoint]:
+        """The LLM providers besides OpenAI that are configured: a cloud vendor by its key
+        (Azure also by its resource URL), a local server by its URL."""
+        keyed = {
+            "anthropic": (self.anthropic_api_key, self.anthropic_base_url),
+            "google_ai": (self.gemini_api_key, self.gemini_base_url),
+            "groq": (self.groq_api_key, self.groq_base_url),
+            "together": (self.together_api_key, self.together_base_url),
+            "mistral": (self.mistral_api_key, self.mistral_base_url),
+        }
+        out = {n: ProviderEndpoint(k, url) for n, (k, url) in keyed.items() if k}
+        if self.azure_api_key and self.azure_base_url:
+            out["azure"] = ProviderEndpoint(self.azure_api_key, self.azure_base_url)
+        local = {
+            "ollama": self.ollama_base_url,
+            "vllm": self.vllm_api_base,
+            "lmstudio": self.lmstudio_base_url,
+            "llamacpp": self.llamacpp_base_url,
+            "sglang": self.sglang_api_base,
+        }
+        out.update({n: ProviderEndpoint(None, url) for n, url in local.items() if url})
+        return out
 
     @property
     def espeak_voice_name(self) -> str:

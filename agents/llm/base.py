@@ -122,5 +122,9 @@ class LLMProvider(ABC):
                 if aclose is not None:
                     await aclose()
 
+    async def models(self) -> list[str]:
+        """The vendor's model names (its model list endpoint), for GET /v1/models/."""
+        return []
+
     async def aclose(self) -> None:
         return None

@@ -1,4 +1,5 @@
-"""Any OpenAI-compatible chat endpoint: OpenAI, Ollama, vLLM, SGLang, llama.cpp server."""
+"""Any OpenAI-compatible chat endpoint: OpenAI, Google AI, Groq, Together, Mistral, Azure,
+Ollama, vLLM, LM Studio, llama.cpp server, SGLang (agents/llm/providers.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,15 @@ class OpenAIProvider(LLMProvider):
     name = "openai"
 
     def __init__(
-        self, *, api_key: str | None, base_url: str | None, timeout_s: float = 60.0
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        timeout_s: float = 60.0,
+        name: str = "openai",
     ) -> None:
         super().__init__(timeout_s=timeout_s)
+        self.name = name  # the provider of the handle (groq, ollama, ...): in errors and metrics
         self.client = AsyncOpenAI(
             api_key=api_key or "not-needed", base_url=base_url, max_retries=0, timeout=timeout_s
         )
@@ -65,6 +72,9 @@ class OpenAIProvider(LLMProvider):
                         )
                     out.finish_reason = choice.finish_reason or out.finish_reason
                 yield out
+
+    async def models(self) -> list[str]:
+        return [m.id async for m in self.client.models.list()]
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -66,6 +66,9 @@ class ScriptedProvider(LLMProvider):
 
     name = "scripted"
 
+    async def models(self) -> list[str]:
+        return ["demo"]
+
     async def _stream(self, req: LLMRequest) -> AsyncIterator[LLMChunk]:
         text, calls = self.decide(req)
         prompt_tokens = sum(len(str(m.get("content") or "")) for m in req.messages) // 4

@@ -1,6 +1,6 @@
 """Tools: the registry and the built-in memory tools (imported here so they register)."""
 
-from agents.tools import memory_tools, search_tools
+from agents.tools import base_tools, file_tools, memory_tools, search_tools
 from agents.tools.registry import PRE_EXEC_MSG, REGISTRY, Tool, ToolContext, ToolError
 
 BASE_TOOLS = [
@@ -27,6 +27,8 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "base_tools",
+    "file_tools",
     "memory_tools",
     "search_tools",
 ]

@@ -4,7 +4,10 @@
 Schema rules: the tool is the top-level `def` whose name the caller gave (json_schema.name), else
 the only one, else the last one (helpers may come first). Parameters need annotations: str, int,
 float, bool, list[...] / tuple[...] / set[...], dict[...], Optional[...], Union[...],
-Literal[...] and `X | None`; a default makes a parameter optional. The summary and `Args:` of a
+Literal[...], `X | None` and pydantic models (BaseModel subclasses) defined in the source, nested
+ones too (agents/tools/model_schema.py; the sandbox validates the arguments into the models); a
+default makes a parameter optional. With `args_json_schema` (Letta's `args_schema`) the
+parameters need no annotations, and its `$defs` are inlined. The summary and `Args:` of a
 Google-style docstring give the descriptions. A parameter named `agent_state` (Letta injects the
 agent there) is left out of the schema and receives None.
 """
@@ -17,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agents.tools.model_schema import Models, inline_refs, model_classes, model_schema
 from agents.tools.registry import (
     PRE_EXEC_MSG,
     REGISTRY,
@@ -36,7 +40,10 @@ NAME_RE = re.compile(r"[A-Za-z_]\w{0,63}")
 _SIMPLE = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 _ARRAYS = {"list", "List", "tuple", "Tuple", "set", "Set", "Sequence", "Iterable", "FrozenSet"}
 _OBJECTS = {"dict", "Dict", "Mapping"}
-_SUPPORTED = "str, int, float, bool, list[...], dict, Optional[...], Literal[...] or X | None"
+_SUPPORTED = (
+    "str, int, float, bool, list[...], dict, Optional[...], Literal[...], X | None or a "
+    "pydantic model of the source"
+)
 
 
 class SourceError(ValueError):
@@ -57,12 +64,14 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _union(members: list[ast.expr], where: str) -> dict[str, Any]:
+def _union(
+    members: list[ast.expr], where: str, models: Models, seen: tuple[str, ...]
+) -> dict[str, Any]:
     kept = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None)]
     kept = [m for m in kept if _dotted(m) != "None" and _dotted(m) != "NoneType"]
     if not kept:
         raise SourceError(f"{where}: a parameter cannot be only None")
-    schemas = [annotation_schema(m, where) for m in kept]
+    schemas = [annotation_schema(m, where, models, seen) for m in kept]
     return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
 
 
@@ -83,26 +92,33 @@ def _literal(args: list[ast.expr], where: str) -> dict[str, Any]:
     raise SourceError(f"{where}: Literal[...] values must be all strings or all integers")
 
 
-def annotation_schema(node: ast.expr, where: str) -> dict[str, Any]:
-    """The JSON schema of one annotation; SourceError names what is not supported."""
+def annotation_schema(
+    node: ast.expr, where: str, models: Models | None = None, seen: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The JSON schema of one annotation (`models`: the source's pydantic model classes);
+    SourceError names what is not supported."""
+    models = models or {}
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # "str" forward refs
         try:
-            return annotation_schema(ast.parse(node.value, mode="eval").body, where)
+            parsed = ast.parse(node.value, mode="eval").body
         except (SyntaxError, ValueError, RecursionError) as exc:
             raise SourceError(f"{where}: cannot parse annotation {node.value!r}") from exc
+        return annotation_schema(parsed, where, models, seen)
     if isinstance(node, ast.BinOp):
-        return _union(_bitor(node), where)
+        return _union(_bitor(node), where, models, seen)
     name = _dotted(node.value if isinstance(node, ast.Subscript) else node)
     if isinstance(node, ast.Subscript):
         args = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
         if name == "Optional" or name == "Union":
-            return _union(args, where)
+            return _union(args, where, models, seen)
         if name == "Literal":
             return _literal(args, where)
         if name in _ARRAYS:
-            return {"type": "array", "items": annotation_schema(args[0], where)}
+            return {"type": "array", "items": annotation_schema(args[0], where, models, seen)}
         if name in _OBJECTS:
             return {"type": "object"}
+    elif name in models:
+        return model_schema(models[name], models, annotation_schema, seen)
     elif name in _SIMPLE:
         return {"type": _SIMPLE[name]}
     elif name in _ARRAYS:
@@ -112,7 +128,7 @@ def annotation_schema(node: ast.expr, where: str) -> dict[str, Any]:
     raise SourceError(f"{where}: unsupported annotation '{ast.unparse(node)}' (use {_SUPPORTED})")
 
 
-def _parameters(fn: ast.FunctionDef, arg_docs: dict[str, str]) -> dict[str, Any]:
+def _parameters(fn: ast.FunctionDef, arg_docs: dict[str, str], models: Models) -> dict[str, Any]:
     a = fn.args
     if a.vararg or a.kwarg:
         raise SourceError(f"function '{fn.name}' takes *args or **kwargs, which a tool cannot")
@@ -130,7 +146,7 @@ def _parameters(fn: ast.FunctionDef, arg_docs: dict[str, str]) -> dict[str, Any]
             raise SourceError(f"{where}: the name is reserved for voice filler phrases")
         if arg.annotation is None:
             raise SourceError(f"{where} has no type annotation (use {_SUPPORTED})")
-        schema = annotation_schema(arg.annotation, where)
+        schema = annotation_schema(arg.annotation, where, models)
         if arg.arg in arg_docs:
             schema["description"] = arg_docs[arg.arg]
         props[arg.arg] = schema
@@ -196,11 +212,12 @@ def parse_source(
     fn = _pick(tree, wanted)
     check_name(fn.name)
     summary, arg_docs = parse_docstring(ast.get_docstring(fn) or "")
-    params = _parameters(fn, arg_docs)
-    if isinstance(given.get("parameters"), dict):
-        params = _override(given["parameters"], "json_schema.parameters")
-    if args_json_schema:
-        params = _override(args_json_schema, "args_json_schema")
+    if args_json_schema:  # Letta's args_schema: the parameters need no annotations then
+        params = _override(inline_refs(args_json_schema), "args_json_schema")
+    elif isinstance(given.get("parameters"), dict):
+        params = _override(inline_refs(given["parameters"]), "json_schema.parameters")
+    else:
+        params = _parameters(fn, arg_docs, model_classes(tree))
     desc = description or given.get("description") or summary
     return ParsedTool(
         fn.name, {"name": fn.name, "description": str(desc or ""), "parameters": params}
@@ -215,7 +232,7 @@ def envelope(res: SandboxResult) -> str:
     else:
         body["error"] = res.error
     body["stdout"] = [res.stdout] if res.stdout else []
-    body["stderr"] = [res.stderr] if res.stderr else []
+    body["stderr"] = [s for s in (res.stderr, res.traceback) if s]
     return json.dumps(body, ensure_ascii=False)
 
 

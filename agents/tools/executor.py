@@ -11,6 +11,7 @@ from typing import Any
 from agents.tools.registry import PRE_EXEC_MSG, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
+MAX_ERROR_CHARS = 500  # as Letta caps a tool's error message
 
 
 @dataclass(slots=True)
@@ -61,7 +62,13 @@ async def execute(
     except TimeoutError:
         return False, f"{call.name} timed out after {timeout_s:.0f}s"
     except (TypeError, ValueError) as exc:
-        return False, f"{call.name} failed: {exc}"
-    except Exception as exc:
+        return False, friendly_error(call.name, exc)
+    except Exception as exc:  # the details are logged, not given to the model
         log.exception("tool %s failed", call.name)
-        return False, f"{call.name} failed with an internal error ({type(exc).__name__})"
+        return False, friendly_error(call.name, exc, "internal error")
+
+
+def friendly_error(name: str, exc: Exception, message: str | None = None) -> str:
+    """A failed call as Letta words it: `Error executing function <name>: <Type>: <message>`."""
+    text = f"Error executing function {name}: {type(exc).__name__}: {message or exc}"
+    return text[:MAX_ERROR_CHARS]

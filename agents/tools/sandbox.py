@@ -22,9 +22,11 @@ Isolation layers (the names appear in SandboxResult.layers and `isolation_layers
   "netns", "mountns", "minimal-root", "nobody" (or "userns" + "no-caps" when not root),
   "no-new-privs", "dies-with-server" and "audit-hook", each where the OS allows; what could
   not be applied is logged once (SandboxResult.notes says why).
-Errors (timeout, CPU or memory limit, an exception in the tool with the traceback of the tool's
-own code, a non-JSON return value, an oversized return value) come back as ok=False with a
-clear message; the server process is never at risk. At most max_concurrent calls run at once.
+Errors (timeout, CPU or memory limit, an exception in the tool, a non-JSON return value) come
+back as ok=False with a clear message (an exception as Letta words it: `Error executing function
+<name>: <ExceptionType>: <message>`, the traceback of the tool's own code in `traceback`); a
+return longer than return_char_limit characters is cut with Letta's truncation note. The server
+process is never at risk. At most max_concurrent calls run at once.
 
 `check_isolation()` probes once which layers this machine allows. Without the kernel layers
 (REQUIRED_LAYERS) the sandbox refuses every call with `refusal` as the tool error, unless
@@ -53,6 +55,7 @@ REQUIRED_LAYERS = ("netns", "mountns", "minimal-root")  # no network, no view of
 PARENT_LAYERS = ["python-isolated", "clean-env", "scratch-dir", "process-group", "timeout"]
 NOBODY = 65534
 # RLIMIT_NPROC=0 also forbids threads: numerical libraries must not start thread pools
+MAX_ERROR_CHARS = 500  # a tool's error message, as Letta caps it
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _seen: dict[str, list[str]] = {}
 
@@ -70,7 +73,8 @@ class SandboxConfig:
     file_size_mb: int = 16
     max_files: int = 64
     max_output_bytes: int = 64_000  # stdout and stderr, each: the rest is dropped
-    max_result_bytes: int = 100_000  # the JSON return value: larger is an error
+    return_char_limit: int = 50_000  # a longer return is cut with a note (Letta's default)
+    max_result_bytes: int = 1_000_000  # the result's JSON: larger is an error (never, if cut)
     max_concurrent: int = 4
     namespaces: bool = True  # network/mount namespaces where the OS allows
     audit_hook: bool = True  # off only to test the kernel layers on their own
@@ -84,6 +88,7 @@ class SandboxResult:
     error: str | None = None
     stdout: str = ""
     stderr: str = ""
+    traceback: str = ""  # an exception's frames in the tool's own code
     layers: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     pid: int | None = None
@@ -170,7 +175,8 @@ class Sandbox:
             try:
                 if os.geteuid() == 0:
                     os.chown(scratch, NOBODY, NOBODY)
-                request = {"source": source, "name": name, "args": args, "scratch": scratch}
+                request = {"source": source, "name": name, "args": args, "scratch": scratch,
+                           "return_char_limit": self.config.return_char_limit}  # fmt: skip
                 res = await self._spawn(scratch, request)
             finally:
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
@@ -261,9 +267,12 @@ class Sandbox:
         error = str(body.get("error"))
         if body.get("kind") == "memory":
             error = f"{name} exceeded its memory limit ({c.memory_mb} MB)"
+        elif body.get("kind") == "exception":  # Letta's wording
+            error = f"Error executing function {name}: {error}"[:MAX_ERROR_CHARS]
         elif body.get("kind") != "setup":
             error = f"{name} failed: {error}"
-        return SandboxResult(False, error=error, layers=layers, notes=notes)
+        trace = str(body.get("traceback") or "")
+        return SandboxResult(False, error=error, traceback=trace, layers=layers, notes=notes)
 
     def _died(self, name: str, rc: int | None, stderr: bytes) -> str:
         c = self.config

@@ -4,6 +4,8 @@ Standard library only (it is run by path in isolated mode, not imported by the s
 read the request (JSON on stdin) -> kernel isolation (sandbox_jail) -> resource limits -> audit
 hook -> run the user's function -> write {"ok", "value" | "error", "kind", "layers"} as JSON on
 the result descriptor (its own pipe, so the tool's prints on stdout cannot corrupt it) -> exit.
+A return longer than `return_char_limit` characters is cut with Letta's truncation note; an
+exception comes back as `<ExceptionType>: <message>` with the tool's own traceback beside it.
 Never pickle: the request and the result are JSON.
 
 The audit hook (sys.addaudithook, installed before user code, cannot be removed) is the second
@@ -23,6 +25,8 @@ import os
 import resource
 import sys
 import traceback
+import types
+import typing
 from typing import Any
 
 DENIED = {
@@ -92,17 +96,48 @@ def user_traceback(exc: BaseException, filename: str) -> str:
     return "".join([*lines, *te.format_exception_only()]).rstrip()
 
 
+def _model_of(tp: Any) -> Any:
+    """The validator of a pydantic model annotation (duck-typed: this file imports no
+    third-party code), or of the items of list[Model]; None for anything else."""
+    if callable(getattr(tp, "model_validate", None)):
+        return tp.model_validate
+    inner = getattr(tp, "__args__", None)
+    if getattr(tp, "__origin__", None) is list and inner:
+        item = _model_of(inner[0])
+        return (lambda v: [item(x) for x in v]) if item is not None else None
+    return None
+
+
+def validated(fn: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments annotated with pydantic models (nested ones included) validated into them;
+    invalid ones raise the model's ValidationError (reported as the tool's error)."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: leave the arguments as given
+        hints = {}
+    for name, value in args.items():
+        check = _model_of(hints.get(name))
+        if check is not None:
+            args[name] = check(value)
+    return args
+
+
 def call(req: dict[str, Any]) -> dict[str, Any]:
     name, source = req["name"], req["source"]
     filename = f"<tool {name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
-        namespace: dict[str, Any] = {"__name__": "__tool__", "__builtins__": builtins}
-        exec(compile(source, filename, "exec"), namespace)
+        # a real module (pydantic resolves a model's annotations through sys.modules), and
+        # the tool's own __future__ imports only (not this file's postponed annotations)
+        module = types.ModuleType("__tool__")
+        module.__dict__["__builtins__"] = builtins
+        sys.modules["__tool__"] = module
+        namespace: dict[str, Any] = module.__dict__
+        exec(compile(source, filename, "exec", dont_inherit=True), namespace)
         fn = namespace.get(name)
         if not callable(fn):
             return {"ok": False, "kind": "exception", "error": f"no function named '{name}'"}
-        args = dict(req["args"])
+        args = validated(fn, dict(req["args"]))
         if "agent_state" in inspect.signature(fn).parameters:
             args.setdefault("agent_state", None)
         value = fn(**args)
@@ -111,12 +146,20 @@ def call(req: dict[str, Any]) -> dict[str, Any]:
     except SystemExit as exc:
         return {"ok": False, "kind": "exception", "error": f"the tool called exit({exc.code})"}
     except BaseException as exc:
-        return {"ok": False, "kind": "exception", "error": user_traceback(exc, filename)}
+        trace = user_traceback(exc, filename)
+        error = f"{type(exc).__name__}: {exc}"
+        return {"ok": False, "kind": "exception", "error": error, "traceback": trace}
     try:
-        json.dumps(value)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         kind = type(value).__name__
         return {"ok": False, "kind": "not_json", "error": f"{kind} is not JSON-serializable: {exc}"}
+    limit = int(req.get("return_char_limit") or 0)
+    if limit and len(text) > limit:  # as Letta: cut, and say so
+        value = (
+            f"{text[:limit]}... [NOTE: function output was truncated since it exceeded the "
+            f"character limit ({len(text)} > {limit})]"
+        )
     return {"ok": True, "value": value}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from memory.embeddings import LOCAL_HANDLE
 from memory.models import BlockSpec
-from memory.orm import Agent, Passage, new_id
+from memory.orm import Agent, Passage, default_archive_id, new_id
 from memory.service import Memory
 
 N = 6000  # above VectorIndex.exact_below (4096): the int8 pass runs, in a worker thread
@@ -96,4 +96,4 @@ async def test_large_index_search_matches_brute_force_and_survives_racing_insert
         assert len(found) == 5
     after = await memory.archival.search(agent_id, "red bicycle in the garage", top_k=1)
     assert after[0].text == new_texts[0]
-    assert len(memory.archival._cache[agent_id].index) == N + 2
+    assert len(memory.archival._cache[default_archive_id(agent_id)].index) == N + 2

@@ -316,7 +316,15 @@ def test_json_fields_and_query_parameters_are_strict(keyed: Live) -> None:
 
 
 def test_every_405_carries_allow(sqlite_url: str) -> None:
-    with running_gateway(sqlite_url, voice=True, stt="openai", openai_api_key="sk-unused") as srv:
+    # hundreds of requests in a burst: a rate limit that does not get in the way
+    with running_gateway(
+        sqlite_url,
+        voice=True,
+        stt="openai",
+        openai_api_key="sk-unused",
+        rate_limit_rps=1000,
+        rate_limit_burst=5000,
+    ) as srv:
         routes = [r for r in srv.app.routes if isinstance(r, Route) and r.methods]  # type: ignore[attr-defined]
         checked = 0
         with httpx.Client(base_url=srv.url) as http:

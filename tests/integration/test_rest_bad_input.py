@@ -34,7 +34,10 @@ def test_malformed_json(srv: ServerThread) -> None:
             assert r.status_code == 400 and "malformed JSON" in r.json()["detail"]
         r = http.post("/v1/agents/", json={"memory_blocks": "nope"})
         assert r.status_code == 422 and "memory_blocks" in r.json()["detail"]
-        r = http.post("/v1/agents/", json={"model": "anthropic/claude"})
+        r = http.post("/v1/agents/", json={"model": "anthropic/claude"})  # not configured here
+        assert r.status_code == 422 and "'anthropic' is not configured" in r.json()["detail"]
+        assert "ANTHROPIC_API_KEY" in r.json()["detail"]
+        r = http.post("/v1/agents/", json={"model": "cohere/command"})  # no such provider
         assert r.status_code == 422 and "openai/<model>" in r.json()["detail"]
         r = http.post("/v1/agents/", json={"embedding": "cohere/x"})
         assert r.status_code == 422 and "local/all-minilm-l6-v2" in r.json()["detail"]

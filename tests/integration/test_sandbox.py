@@ -244,18 +244,61 @@ async def test_no_network(
 
 
 async def test_oversized_output_and_user_tracebacks() -> None:
-    big = await run("def f() -> str:\n    return 'x' * 200_000\n")
-    assert not big.ok and "more than 100000 bytes" in (big.error or "")
+    big = await run("def f() -> str:\n    return 'x' * 200_000\n", return_char_limit=1000)
+    assert big.ok and big.value.startswith("x" * 1000 + "... [NOTE: function output was truncated")
+    assert big.value.endswith("exceeded the character limit (200000 > 1000)]")
+    many = await run("def f() -> list:\n    return [1] * 100_000\n")  # JSON, default limit
+    assert many.ok and "(300000 > 50000)]" in many.value and many.value.startswith("[1, 1, ")
     loud = await run("def f() -> int:\n    print('y' * 300_000)\n    return 1\n")
     assert loud.ok and loud.value == 1 and loud.stdout.endswith("more bytes dropped]")
     assert len(loud.stdout) < 65_000
     src = "def g(x):\n    return 1 / x\n\ndef f() -> float:\n    return g(0)\n"
     exc = await run(src)
-    assert not exc.ok and exc.error is not None
-    assert 'File "<tool f>", line 5, in f' in exc.error
-    assert 'File "<tool f>", line 2, in g' in exc.error
-    assert exc.error.endswith("ZeroDivisionError: division by zero")
-    assert "sandbox_child" not in exc.error
+    assert not exc.ok
+    assert exc.error == "Error executing function f: ZeroDivisionError: division by zero"
+    assert 'File "<tool f>", line 5, in f' in exc.traceback
+    assert 'File "<tool f>", line 2, in g' in exc.traceback
+    assert exc.traceback.endswith("ZeroDivisionError: division by zero")
+    assert "sandbox_child" not in exc.traceback
+
+
+PYDANTIC_TOOL = """
+from pydantic import BaseModel, Field
+
+
+class Item(BaseModel):
+    sku: str
+    price: float = Field(gt=0)
+
+
+class Entry(BaseModel):
+    item: Item
+    tags: list[str] = []
+
+
+def f(entry: Entry, extra: list[Item], n: int) -> str:
+    assert isinstance(entry.item, Item) and all(isinstance(x, Item) for x in extra)
+    return f"{entry.item.sku} {entry.item.price + n} {len(extra)} {entry.tags}"
+"""
+
+
+async def test_pydantic_arguments_are_validated_into_models() -> None:
+    ok = await run(
+        PYDANTIC_TOOL,
+        {
+            "entry": {"item": {"sku": "A-1", "price": 2.5}},
+            "extra": [{"sku": "B", "price": 1}],
+            "n": 1,
+        },
+    )
+    assert ok.ok, ok.error
+    assert ok.value == "A-1 3.5 1 []"
+    bad = await run(
+        PYDANTIC_TOOL, {"entry": {"item": {"sku": "A-1", "price": -1}}, "extra": [], "n": 1}
+    )
+    assert not bad.ok
+    assert (bad.error or "").startswith("Error executing function f: ValidationError: ")
+    assert "item.price" in (bad.error or "") and "greater than 0" in (bad.error or "")
 
 
 def children(pid: int) -> list[tuple[int, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ class Reply:
 
 
 Responder = Callable[[dict[str, Any]], Reply]
+Hook = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def default_responder(body: dict[str, Any]) -> Reply:
@@ -50,7 +51,9 @@ def default_responder(body: dict[str, Any]) -> Reply:
 
 
 class FakeLLM:
-    """Queue replies with `push`; otherwise `responder` decides. Records every request."""
+    """Queue replies with `push`; otherwise `responder` decides. Records every request.
+    `before` (optional) is awaited on the server's loop after a request is recorded and
+    before it is answered: a test can hold one request until another one has arrived."""
 
     def __init__(self, responder: Responder = default_responder) -> None:
         self.responder = responder
@@ -58,14 +61,39 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.first_chunk_at: list[float] = []
         self.cancelled = 0
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self.handle, methods=["POST"])])
+        self.before: Hook | None = None
+        self.models = ["fake"]  # GET /v1/models
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.handle, methods=["POST"]),
+                Route("/v1/models", self.list_models, methods=["GET"]),
+            ]
+        )
+
+    async def list_models(self, request: Request) -> Response:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     def push(self, *replies: Reply) -> None:
         self.queue.extend(replies)
 
+    async def wait_request(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float
+    ) -> dict[str, Any] | None:
+        """On the server's loop (from a `before` hook): the first recorded request that
+        `match`es, waiting up to `timeout` seconds for one to arrive; None if none came."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((r for r in list(self.requests) if match(r)), None)
+            if found is not None or time.monotonic() > deadline:
+                return found
+            await asyncio.sleep(0.02)
+
     async def handle(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        if self.before is not None:
+            await self.before(body)
         reply = self.queue.pop(0) if self.queue else self.responder(body)
         if reply.fail_status:
             await asyncio.sleep(reply.ttft_s)

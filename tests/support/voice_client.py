@@ -65,17 +65,32 @@ class VoiceClient:
         await self.ws.send(json.dumps(event))
 
     async def start(
-        self, input_rate: int = 16000, output_rate: int = 16000, conversation_id: str | None = None
+        self,
+        input_rate: int = 16000,
+        output_rate: int = 16000,
+        conversation_id: str | None = None,
+        caller: str | None = None,
     ) -> dict[str, Any]:
-        await self.send(
-            {
-                "type": "session.start",
-                "input_audio": {"encoding": "pcm16", "sample_rate": input_rate},
-                "output_audio": {"encoding": "pcm16", "sample_rate": output_rate},
-                "conversation_id": conversation_id,
-            }
-        )
+        await self.start_nowait(input_rate, output_rate, conversation_id, caller)
         return await self.wait_for("session.started")
+
+    async def start_nowait(
+        self,
+        input_rate: int = 16000,
+        output_rate: int = 16000,
+        conversation_id: str | None = None,
+        caller: str | None = None,
+    ) -> None:
+        """Send session.start (with `caller` only if given) without waiting for the answer."""
+        event: dict[str, Any] = {
+            "type": "session.start",
+            "input_audio": {"encoding": "pcm16", "sample_rate": input_rate},
+            "output_audio": {"encoding": "pcm16", "sample_rate": output_rate},
+            "conversation_id": conversation_id,
+        }
+        if caller is not None:
+            event["caller"] = caller
+        await self.send(event)
 
     async def stream(
         self, pcm: np.ndarray, rate: int, *, realtime: bool = True, frame_ms: int = 20
@@ -114,6 +129,23 @@ class VoiceClient:
                 raise AssertionError(
                     f"no {type_} within {timeout}s; got {[r.event['type'] for r in self.events]}"
                 )
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    async def wait_for_any(self, types: tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
+        """The first event of any of `types` (already received or arriving within `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [r.event for r in self.events if r.event.get("type") in types]
+            if found:
+                return found[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (self._reader is not None and self._reader.done()):
+                got = [r.event["type"] for r in self.events]
+                raise AssertionError(f"none of {types} (closed: {self.close_code}); got {got}")
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)

@@ -27,6 +27,10 @@ class CallerRule:
 
     bound: str | None = None
     may_choose: bool = False
+    # the start message's conversation id is the platform's call id (Twilio's CallSid), not
+    # one of ours: a caller continues their own conversation; a call without a caller (a
+    # withheld number) gets a new conversation under the call's id
+    platform_call_id: bool = False
 
     def key(self, named: str | None) -> str | None:
         if self.bound is not None:
@@ -47,8 +51,18 @@ class CallerRule:
         self, memory: Memory, agent: AgentData, info: StartInfo, source: str
     ) -> CallerConversation:
         try:
+            key = self.key(info.caller)
+            if self.platform_call_id:
+                return await open_conversation(
+                    memory,
+                    agent,
+                    key,
+                    requested=None if key is not None else info.conversation_id,
+                    source=source,
+                    adopt=True,
+                )
             return await open_conversation(
-                memory, agent, self.key(info.caller), requested=info.conversation_id, source=source
+                memory, agent, key, requested=info.conversation_id, source=source
             )
         except BadCallerKey as exc:
             raise CallRefused("invalid_caller", str(exc), CLOSE_POLICY) from exc

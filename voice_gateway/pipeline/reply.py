@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from agents.events import RunDone, TextDelta, ToolArgsDelta, ToolCallReady, ToolResult
 from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
-from memory.models import TranscriptEvent
+from memory.models import NotFound, TranscriptEvent
 from memory.orm import new_id, utcnow
+from memory.runs import TurnMetrics
 from voice_gateway.pipeline.sentences import SentenceSplitter
 from voice_gateway.pipeline.services import APOLOGY
 from voice_gateway.pipeline.speech import Speaker, heard_text
@@ -58,6 +59,7 @@ class Reply:
         self.t_first_tool: float | None = None
         self.filler_at: float | None = None
         self.finished = False  # all audio sent; only bookkeeping left
+        self.conversation_gone = False  # deleted during the turn: nothing of it is stored
 
     async def _send_audio(self, pcm: bytes) -> None:
         await self.s.transport.send_audio(self.item_id, pcm)
@@ -98,9 +100,11 @@ class Reply:
         )
         metrics = self.metrics()
         await self.s.send("turn.metrics", **metrics)
-        if not self.turn.greeting:
+        if not self.turn.greeting and not self.conversation_gone:
             self.s.gw.metrics.observe_turn(self.s.transport.source, metrics)
-            await self.s.gw.memory.finish_turn(self._event(text, text, interrupted=False))
+            await self.s.gw.memory.finish_turn(
+                self._event(text, text, interrupted=False), None, TurnMetrics.of(metrics)
+            )
 
     async def _agent_turn(self) -> None:
         splitter = SentenceSplitter()
@@ -116,6 +120,24 @@ class Reply:
             llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
         )
         self.t_llm_start = time.monotonic()
+        try:
+            await self._run_agent(inp, splitter, filler)
+        except NotFound:  # the conversation (or agent) is gone before the turn started
+            if not await self._conversation_gone():
+                raise
+
+    async def _conversation_gone(self) -> bool:
+        """Was the call's conversation deleted (e.g. the caller erased) during the turn?"""
+        try:
+            await self.s.gw.memory.conversations.get(self.s.conversation_id)
+        except NotFound:
+            self.conversation_gone = True
+            self.stop_reason = "error"
+        return self.conversation_gone
+
+    async def _run_agent(
+        self, inp: TurnInput, splitter: SentenceSplitter, filler: FillerDetector
+    ) -> None:
         current: str | None = None
         async with aclosing(self.s.gw.loop.run(self.s.agent_id, inp)) as events:
             async for ev in events:
@@ -152,7 +174,9 @@ class Reply:
                     )
                 elif isinstance(ev, RunDone):
                     self.stop_reason = ev.stop_reason
-                    if ev.stop_reason in ("llm_api_error", "error"):
+                    if ev.stop_reason == "error" and await self._conversation_gone():
+                        splitter = SentenceSplitter()  # say no more of a deleted conversation
+                    elif ev.stop_reason in ("llm_api_error", "error"):
                         self.s.gw.metrics.provider_error("llm", self.s.agent.model)
                         await self.s.transport.error("llm_error", ev.error or "the model failed")
                         splitter = SentenceSplitter()  # not the half sentence it broke off in

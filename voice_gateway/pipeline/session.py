@@ -24,6 +24,7 @@ from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
+    CLOSE_NOT_FOUND,
     CLOSE_RESTART,
     AudioIn,
     Closed,
@@ -70,6 +71,7 @@ class VoiceSession:
         self.gw = gw
         self.caller = caller or CallerRule()
         self.identity_id: str | None = None
+        self.conversation_gone = False  # deleted during the call: no call-end event either
         self.voice = voice
         self.transport = transport
         self.agent = agent
@@ -330,6 +332,12 @@ class VoiceSession:
             await reply.cancelled(self.cancel_reason)
         self.turn_count += 0 if turn.greeting else 1
         self.reply = self.reply_task = None
+        if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
+            self.conversation_gone = True
+            await self.transport.error(
+                "conversation_not_found", "this call's conversation was deleted", fatal=True
+            )
+            await self.transport.close(CLOSE_NOT_FOUND, "conversation deleted")
 
     async def _run_reply(self, reply: Reply) -> None:
         """The reply task: a failure is reported to the caller, never tears down the call."""
@@ -396,7 +404,7 @@ class VoiceSession:
             await asyncio.sleep(0.02)
 
     async def _publish_call_end(self) -> None:
-        if not self.turn_count:
+        if not self.turn_count or self.conversation_gone:
             return
         now = utcnow()
         event = TranscriptEvent(

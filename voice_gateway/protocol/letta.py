@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
+from agents.tools.base_tools import LETTA_TOOL_TYPES
 from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
@@ -23,7 +25,21 @@ _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 # sentence-transformers model ("hugging-face"); a model provider Letta has no type for (the
 # offline `scripted` demo) as "openai", the wire shape it speaks. `model` / `embedding` and
 # the configs' `handle` keep our own handles.
-LETTA_LLM_TYPES = frozenset({"openai", "anthropic", "ollama", "vllm", "groq", "mistral"})
+LETTA_LLM_TYPES = {name: spec.endpoint_type for name, spec in PROVIDERS.items()}
+# Letta's MessageType: what `include_return_message_types` may name (anything else: a 422)
+MessageType = Literal[
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "reasoning_message",
+    "hidden_reasoning_message",
+    "tool_call_message",
+    "tool_return_message",
+    "approval_request_message",
+    "approval_response_message",
+    "summary_message",
+    "event_message",
+]
 
 
 class _Body(BaseModel):
@@ -60,12 +76,14 @@ class AgentCreate(_Body):
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool = False
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
+    initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -82,6 +100,7 @@ class AgentUpdate(_Body):
     model: str | None = None
     embedding: str | None = None
     tools: list[str] | None = None
+    tool_ids: list[str] | None = Field(None, max_length=500)
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
     greeting: str | None = Field(None, max_length=2000)
@@ -92,6 +111,7 @@ class AgentUpdate(_Body):
 class MessageIn(_Body):
     role: Literal["user", "system", "assistant"] = "user"  # Letta's MessageCreate roles
     content: str | list[dict[str, Any]] = ""
+    otid: str | None = Field(None, max_length=64)
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -108,6 +128,15 @@ class MessagesRequest(_Body):
     stream_tokens: bool = False
     max_steps: int | None = Field(None, ge=1, le=50)
     conversation_id: str | None = Field(None, max_length=64)
+    include_return_message_types: list[MessageType] | None = None
+
+    def otid(self) -> str | None:
+        users = [m for m in self.messages or [] if m.role in ("user", "system")]
+        return users[-1].otid if users else None
+
+    def wants(self, message: dict[str, Any]) -> bool:
+        kinds = self.include_return_message_types
+        return kinds is None or message.get("message_type") in kinds
 
     def user_text(self) -> str | None:
         if self.messages:
@@ -202,7 +231,7 @@ def tool_json(t: Tool) -> dict[str, Any]:
         "name": t.name,
         "description": t.description,
         "json_schema": schema,
-        "tool_type": "letta_memory_core" if not t.voice_safe else "letta_core",
+        "tool_type": LETTA_TOOL_TYPES.get(t.name, "letta_core"),
         "source_type": "python",
         "tags": ["builtin", *(["voice_safe"] if t.voice_safe else []), *t.tags],
         "voice_safe": t.voice_safe,
@@ -237,10 +266,15 @@ def tool_return_json(content: str, tool_name: str | None) -> dict[str, Any]:
     return {"tool_return": text, "stdout": stdout, "stderr": stderr}
 
 
-def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -> dict[str, Any]:
+def agent_json(
+    a: AgentData,
+    tools: list[dict[str, Any]],
+    context_window: int,
+    message_ids: list[str] | None = None,
+) -> dict[str, Any]:
     provider, _, model = a.model.partition("/")
     emb_provider, _, emb_model = a.embedding.partition("/")
-    blocks = [block_json(b) for b in a.blocks]
+    blocks = [block_json(b) for b in a.blocks if b.scope != "file"]  # open files: not core
     return {
         "id": a.id,
         "name": a.name,
@@ -251,7 +285,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "embedding": a.embedding,
         "llm_config": {
             "model": model,
-            "model_endpoint_type": provider if provider in LETTA_LLM_TYPES else "openai",
+            "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
             "context_window": a.context_window or context_window,
             "handle": a.model,
         },
@@ -269,6 +303,7 @@ def agent_json(a: AgentData, tools: list[dict[str, Any]], context_window: int) -
         "metadata": a.metadata,
         "greeting": a.greeting,
         "voice_default": a.voice_default,
+        "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
     }
@@ -281,7 +316,8 @@ def _base(m: MessageData, message_type: str) -> dict[str, Any]:
         "message_type": message_type,
         "step_id": m.step_id,
         "run_id": m.turn_id,
-        "otid": None,
+        # the client's own id of its message; ours for the others (one per Letta message)
+        "otid": m.otid or f"{m.id.removeprefix('message-')}:{message_type}",
     }
 
 
@@ -324,7 +360,8 @@ def passage_json(p: PassageData) -> dict[str, Any]:
         "tags": p.tags,
         "created_at": iso(p.created_at),
         "agent_id": p.agent_id,
-        "archive_id": None,
+        "archive_id": p.archive_id,
+        "file_id": p.file_id,
         "embedding": None,
     }
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memory.models import BlockData, BlockSpec, ConversationData, IdentityData
-from voice_gateway.protocol.letta import MessagesRequest, block_json, iso
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+from voice_gateway.protocol.letta import MessagesRequest, _Body, block_json, iso
 
 
 class ConversationCreate(_Body):

@@ -146,7 +146,9 @@ class TwilioTransport(SocketTransport):
         return StartInfo(
             input_rate=PHONE_RATE,
             output_rate=PHONE_RATE,
-            conversation_id=None,  # the caller's (From) conversation, found by the session
+            # the platform's call id: a withheld number's call is a conversation under it; a
+            # caller with a number continues their own (pipeline/callers.py)
+            conversation_id=self.call_sid[:64] or None,
             agent_id=agent_id,
             extra=dict(self.params),
         )

@@ -20,6 +20,7 @@ from voice_gateway.protocol.letta import (
     ToolUpdate,
 )
 from voice_gateway.protocol.openai_chat import CHAT_ROLES
+from voice_gateway.routes.rest_tool_actions import ToolRun, ToolSearch
 
 Schema = dict[str, Any]
 STR: Schema = {"type": "string"}
@@ -209,6 +210,15 @@ OPS: dict[tuple[str, str], Op] = {
     ("modify_tool", "patch"): Op(ToolUpdate, response=ref("Tool")),
     ("delete_tool", "delete"): Op(response=ref("Tool")),
     ("list_agent_tools", "get"): Op(query=(limit(10_000), *CURSORS), response=arr(ref("Tool"))),
+    ("run_tool", "post"): Op(ToolRun),
+    ("search_tools", "post"): Op(ToolSearch),
+    ("list_models", "get"): Op(
+        query=(
+            q("provider_name", STR),
+            q("provider_type", STR),
+            q("provider_category", {"enum": ["base", "byok"]}),
+        )
+    ),
     ("attach_tool", "patch"): Op(response=ref("Agent")),
     ("detach_tool", "patch"): Op(response=ref("Agent")),
     ("create_voice_session", "post"): Op(status=201, response=ref("VoiceSession")),

@@ -9,14 +9,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from agents.llm import LLMRegistry
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
-from memory.models import AgentData, BlockSpec
+from memory.models import AgentData, BlockSpec, MessageData
+from memory.orm import default_conversation_id, new_id
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
-from voice_gateway.routes import rest_memory, rest_messages, rest_tools
+from voice_gateway.routes import (
+    rest_memory,
+    rest_messages,
+    rest_models,
+    rest_tool_actions,
+    rest_tools,
+)
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
@@ -31,9 +37,11 @@ async def health(request: Request) -> JSONResponse:
 
 
 async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
+    """The agent as Letta's AgentState; `message_ids`: its default conversation's context."""
     gw = request.app.state.gw
     tools = await rest_tools.agent_tools_json(request, agent)
-    return agent_json(agent, tools, gw.settings.context_token_budget)
+    ids = await gw.memory.conversations.in_context_ids(default_conversation_id(agent.id))
+    return agent_json(agent, tools, gw.settings.context_token_budget, ids)
 
 
 async def _check_handles(
@@ -45,7 +53,7 @@ async def _check_handles(
 ) -> None:
     try:
         if model is not None:
-            LLMRegistry.validate(model)
+            request.app.state.gw.llms.validate(model)
         if embedding is not None:
             validate_handle(embedding)
     except ValueError as exc:
@@ -66,9 +74,9 @@ async def create_agent(request: Request) -> JSONResponse:
     body = await parse_body(request, AgentCreate)
     model = body.model or gw.default_model()
     embedding = body.embedding or gw.settings.default_embedding
-    tools = list(
-        dict.fromkeys([*(BASE_TOOLS if body.include_base_tools else []), *(body.tools or [])])
-    )
+    by_id = await rest_tools.tool_names_of(request, body.tool_ids or [], principal.user_id)
+    base = BASE_TOOLS if body.include_base_tools else []
+    tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
     await _check_handles(request, model, embedding, tools, principal.user_id)
     blocks = (
         [b.spec() for b in body.memory_blocks]
@@ -93,6 +101,20 @@ async def create_agent(request: Request) -> JSONResponse:
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
     )
+    if body.initial_message_sequence:  # Letta's: the agent's context starts with these
+        await gw.memory.messages.append(
+            [
+                MessageData(
+                    id=new_id("message"),
+                    agent_id=agent.id,
+                    role=m.role,
+                    content=m.text(),
+                    otid=m.otid,
+                    conversation_id=default_conversation_id(agent.id),
+                )
+                for m in body.initial_message_sequence
+            ]
+        )
     return JSONResponse(await agent_out(request, agent), status_code=201)
 
 
@@ -125,6 +147,9 @@ async def update_agent(request: Request) -> JSONResponse:
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AgentUpdate)
+    if body.tool_ids is not None:  # Letta's: the agent's tools are these (with `tools`)
+        by_id = await rest_tools.tool_names_of(request, body.tool_ids, agent.user_id)
+        body.tools = list(dict.fromkeys([*(body.tools or []), *by_id]))
     await _check_handles(request, body.model, body.embedding, body.tools, agent.user_id)
     # null clears what may be empty; for the rest it means "unchanged" (a null name was a 500,
     # found by tests/fuzz/test_schemathesis.py)
@@ -133,8 +158,10 @@ async def update_agent(request: Request) -> JSONResponse:
         for k, v in body.model_dump(exclude_unset=True).items()
         if v is not None or k in CLEARABLE
     }
-    if "tools" in fields:
-        fields["tool_names"] = fields.pop("tools")
+    fields.pop("tool_ids", None)
+    if body.tools is not None:
+        fields.pop("tools", None)
+        fields["tool_names"] = body.tools
     if "context_window_limit" in fields:
         fields["context_window"] = fields.pop("context_window_limit")
     updated = await gw.memory.agents.update(agent.id, **fields)
@@ -168,7 +195,9 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
         *rest_messages.routes(),
         *rest_memory.routes(),
+        *rest_tool_actions.routes(),
         *rest_tools.routes(),
+        *rest_models.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]
     return table

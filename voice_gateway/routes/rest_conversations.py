@@ -161,7 +161,7 @@ async def resume_stream(request: Request) -> Response:
     if run is None or (body.run_id is not None and run.run_id != body.run_id):
         raise ApiError(404, f"no run to resume in conversation {conv.id}")
     start = body.starting_after or 0
-    return sse_events(gw, lambda: run.follow(start), run.tokens, count=False)
+    return sse_events(gw, lambda: run.follow(start), run.tokens, count=False, start=start)
 
 
 async def compact_conversation(request: Request) -> JSONResponse:

@@ -30,7 +30,8 @@ from voice_gateway.routes.http import (
 async def list_blocks(request: Request) -> JSONResponse:
     """The agent's core memory blocks."""
     agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
-    return JSONResponse(paginate(request, [block_json(b) for b in agent.blocks]))
+    blocks = [block_json(b) for b in agent.blocks if b.scope != "file"]  # open files apart
+    return JSONResponse(paginate(request, blocks))
 
 
 async def get_block(request: Request) -> JSONResponse:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -22,11 +22,18 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import MessagesRequest, iso, letta_messages, tool_return_json
+from voice_gateway.protocol.letta import (
+    MessagesRequest,
+    MessageType,
+    iso,
+    letta_messages,
+    tool_return_json,
+)
 from voice_gateway.routes.http import parse_body, query_int
 from voice_gateway.runs import runs_of
 
 Events = Callable[[], AsyncGenerator[AgentEvent, None]]
+Wants = Callable[[dict[str, Any]], bool]
 
 
 def stop_json(done: RunDone) -> dict[str, Any]:
@@ -58,7 +65,9 @@ def turn_input(body: MessagesRequest, conversation_id: str | None) -> TurnInput:
     text = body.user_text()
     if text is None:
         raise ApiError(422, "messages must include a user message with text content")
-    return TurnInput(text=text, conversation_id=conversation_id, max_steps=body.max_steps)
+    return TurnInput(
+        text=text, conversation_id=conversation_id, max_steps=body.max_steps, otid=body.otid()
+    )
 
 
 async def send_message(request: Request) -> Response:
@@ -70,13 +79,13 @@ async def send_message(request: Request) -> Response:
 async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest) -> Response:
     """Run the turn and answer as Letta does: a LettaResponse, or SSE with `streaming`."""
     if body.streaming:
-        return sse(gw, agent_id, inp, body.stream_tokens)
+        return sse(gw, agent_id, inp, body)
     messages: list[dict[str, Any]] = []
     done: RunDone | None = None
     async with aclosing(runs_of(gw).run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
-                messages += letta_messages(ev.message)
+                messages += [m for m in letta_messages(ev.message) if body.wants(m)]
             elif isinstance(ev, RunDone):
                 done = ev
     assert done is not None
@@ -94,26 +103,41 @@ async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest)
 async def stream_message(request: Request) -> Response:
     """Send a message and stream the agent's reply as SSE."""
     gw, agent_id, inp, body = await _turn(request)
-    return sse(gw, agent_id, inp, body.stream_tokens)
+    return sse(gw, agent_id, inp, body)
 
 
 def _data(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def sse(gw: Any, agent_id: str, inp: TurnInput, tokens: bool) -> StreamingResponse:
+def sse(gw: Any, agent_id: str, inp: TurnInput, req: MessagesRequest) -> StreamingResponse:
     """Run the turn (cancellable through its conversation) and stream it as SSE."""
-    return sse_events(gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens)
+    tokens = req.stream_tokens
+    return sse_events(
+        gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
+    )
 
 
-def sse_events(gw: Any, events_of: Events, tokens: bool, count: bool = True) -> StreamingResponse:
-    """SSE of a run's events (`count`: a new turn for the metrics, not a resumed stream)."""
+def sse_events(
+    gw: Any,
+    events_of: Events,
+    tokens: bool,
+    count: bool = True,
+    start: int = 0,
+    wants: Wants | None = None,
+) -> StreamingResponse:
+    """SSE of a run's events from event `start` on (`count`: a new turn for the metrics, not
+    a resumed stream). Each chunk's `seq_id` is its event's number in the run: a client that
+    lost the stream resumes with `starting_after` = the last seq_id it got."""
 
     async def body() -> AsyncIterator[str]:
+        seq = start
         async with aclosing(events_of()) as events:
             async for ev in events:
+                seq += 1
                 for chunk in _chunks(ev, tokens):
-                    yield _data(chunk)
+                    if wants is None or wants(chunk):
+                        yield _data({**chunk, "seq_id": seq})
                 if isinstance(ev, RunDone):
                     if count:
                         gw.metrics.text_turn(ev.stop_reason, ev.model)
@@ -182,6 +206,34 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
     return []
 
 
+MESSAGE_TYPES: frozenset[str] = frozenset(get_args(MessageType))
+
+
+def query_message_types(request: Request) -> frozenset[str] | None:
+    """`include_return_message_types` (repeated or comma-separated); an unknown type is a 422."""
+    given = [
+        t.strip()
+        for v in request.query_params.getlist("include_return_message_types")
+        for t in v.split(",")
+        if t.strip()
+    ]
+    unknown = [t for t in given if t not in MESSAGE_TYPES]
+    if unknown:
+        raise ApiError(
+            422,
+            f"include_return_message_types: unknown message type {unknown[0]!r}; "
+            f"known: {', '.join(sorted(MESSAGE_TYPES))}",
+        )
+    return frozenset(given) if given else None
+
+
+def messages_json(rows: list[Any], kinds: frozenset[str] | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in rows:
+        out += [x for x in letta_messages(m) if kinds is None or x["message_type"] in kinds]
+    return out
+
+
 async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
     gw = request.app.state.gw
@@ -198,6 +250,7 @@ async def message_page(
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
+    kinds = query_message_types(request)
     rows = await request.app.state.gw.memory.messages.page(
         agent_id,
         limit=query_int(request, "limit", 100),
@@ -206,10 +259,7 @@ async def message_page(
         order=order,
         conversation_id=conversation_id,
     )
-    out: list[dict[str, Any]] = []
-    for m in rows:
-        out += letta_messages(m)
-    return JSONResponse(out)
+    return JSONResponse(messages_json(rows, kinds))
 
 
 def routes() -> list[BaseRoute]:

@@ -42,6 +42,20 @@ async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str,
     return out
 
 
+async def tool_names_of(request: Request, ids: list[str], user_id: str | None) -> list[str]:
+    """The names of the tools with these ids (built-in or custom) that an agent of `user_id`
+    may use (Letta's `tool_ids`); an unknown id is a 404 naming it."""
+    gw = request.app.state.gw
+    names = []
+    for tool_id in ids:
+        name = _BUILTIN_IDS.get(tool_id)
+        if name is None:
+            tool = await gw.memory.tools.get(tool_id, user_id, scoped=True)
+            name = tool.name
+        names.append(name)
+    return names
+
+
 def _check_body(body: ToolUpdate) -> None:
     if body.source_type not in (None, "python"):
         raise ApiError(422, f"source_type '{body.source_type}' is not supported; use 'python'")

@@ -119,7 +119,9 @@ async def media_socket(ws: WebSocket) -> None:
         log.warning("twilio call %s of %s refused: %s", transport.call_sid, identity, exc.detail)
         await transport.close(CLOSE_QUOTA, exc.detail[:120])
         return
-    session = VoiceSession(gw, gw.voice, transport, agent, caller=CallerRule(bound=bound))
+    session = VoiceSession(
+        gw, gw.voice, transport, agent, caller=CallerRule(bound=bound, platform_call_id=True)
+    )
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info)

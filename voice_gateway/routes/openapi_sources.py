@@ -1,0 +1,88 @@
+"""OpenAPI operations of archives, passages search, folders and files (merged into the
+document by openapi.py, like the table in openapi_schemas.py)."""
+
+from __future__ import annotations
+
+from voice_gateway.protocol.letta_sources import (
+    ArchiveIn,
+    ArchivePassageIn,
+    ArchivePassagesIn,
+    ArchiveUpdate,
+    FolderIn,
+    FolderUpdate,
+    PassageSearchIn,
+)
+from voice_gateway.routes.openapi_schemas import (
+    BOOL,
+    CURSORS,
+    NSTR,
+    OBJ,
+    ORDER,
+    STR,
+    Op,
+    Schema,
+    arr,
+    limit,
+    obj,
+    q,
+    ref,
+)
+
+INT_OR_NULL: Schema = {"type": ["integer", "null"]}
+SOURCE_RESPONSES: dict[str, Schema] = {
+    "Archive": obj(
+        {"id": STR, "name": STR, "created_at": STR, "embedding_config": OBJ},
+        {"description": NSTR, "metadata": OBJ, "vector_db_provider": STR},
+    ),
+    "Folder": obj(
+        {"id": STR, "name": STR, "embedding_config": OBJ},
+        {"description": NSTR, "instructions": NSTR, "metadata": OBJ},
+    ),
+    "FileMetadata": obj(
+        {"id": STR, "source_id": STR, "file_name": STR, "processing_status": STR},
+        {"total_chunks": INT_OR_NULL, "chunks_embedded": INT_OR_NULL, "error_message": NSTR},
+    ),
+    "ArchivePassage": obj({"id": STR, "text": STR}, {"archive_id": NSTR, "tags": arr(STR)}),
+    "PassageSearchItem": obj({"passage": ref("ArchivePassage"), "score": {"type": "number"}}),
+}
+NULL: Schema = {"type": "null"}
+PAGE = (*CURSORS, limit(), ORDER)
+
+SOURCE_OPS: dict[tuple[str, str], Op] = {
+    ("create_archive", "post"): Op(ArchiveIn, response=ref("Archive")),
+    ("list_archives", "get"): Op(
+        query=(*PAGE, q("name", STR), q("agent_id", STR)), response=arr(ref("Archive"))
+    ),
+    ("get_archive", "get"): Op(response=ref("Archive")),
+    ("update_archive", "patch"): Op(ArchiveUpdate, response=ref("Archive")),
+    ("delete_archive", "delete"): Op(status=204, media=()),
+    ("add_archive_passage", "post"): Op(ArchivePassageIn, response=ref("ArchivePassage")),
+    ("add_archive_passages", "post"): Op(ArchivePassagesIn, response=arr(ref("ArchivePassage"))),
+    ("delete_archive_passage", "delete"): Op(status=204, media=()),
+    ("attach_archive", "patch"): Op(response=NULL),
+    ("detach_archive", "patch"): Op(response=NULL),
+    ("search_all_passages", "post"): Op(PassageSearchIn, response=arr(ref("PassageSearchItem"))),
+    ("create_folder", "post"): Op(FolderIn, response=ref("Folder")),
+    ("list_folders", "get"): Op(query=(*PAGE, q("name", STR)), response=arr(ref("Folder"))),
+    ("get_folder", "get"): Op(response=ref("Folder")),
+    ("update_folder", "patch"): Op(FolderUpdate, response=ref("Folder")),
+    ("delete_folder", "delete"): Op(response=NULL),
+    ("upload_file", "post"): Op(
+        query=(
+            q("duplicate_handling", {"enum": ["suffix", "error", "skip", "replace"]}),
+            q("name", STR),
+        ),
+        response=ref("FileMetadata"),
+        also=(),
+    ),
+    ("list_files", "get"): Op(
+        query=(q("after", STR), limit(), ORDER, q("include_content", BOOL)),
+        response=arr(ref("FileMetadata")),
+    ),
+    ("get_file", "get"): Op(query=(q("include_content", BOOL),), response=ref("FileMetadata")),
+    ("delete_file", "delete"): Op(status=204, media=()),
+    ("folder_agents", "get"): Op(response=arr(STR)),
+    ("agent_folders", "get"): Op(query=PAGE, response=arr(ref("Folder"))),
+    ("attach_folder", "patch"): Op(response=ref("Agent")),
+    ("detach_folder", "patch"): Op(response=ref("Agent")),
+}

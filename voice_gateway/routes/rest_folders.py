@@ -1,0 +1,234 @@
+"""Folders and files: CRUD, uploads (processed in the background: voice_gateway/file_jobs.py),
+attaching folders to agents (docs/rest_api.md, "Folders and files")."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import PurePosixPath
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from memory.files import FolderData
+from memory.ingest import UnsupportedFile, file_type
+from memory.models import Conflict
+from voice_gateway.errors import ApiError
+from voice_gateway.file_jobs import FileJobs
+from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
+from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
+from voice_gateway.routes.rest_archives import embedding_handle
+
+DUPLICATES = ("suffix", "error", "skip", "replace")
+
+
+def jobs(request: Request) -> FileJobs:
+    gw = request.app.state.gw
+    found = gw.extras.get("file_jobs")
+    if found is None:
+        found = gw.extras["file_jobs"] = FileJobs(gw.memory)
+    assert isinstance(found, FileJobs)
+    return found
+
+
+async def _folder(request: Request) -> FolderData:
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    folder: FolderData = await gw.memory.folders.get(
+        request.path_params["folder_id"], p.user_id, scoped=p.scoped
+    )
+    return folder
+
+
+async def create_folder(request: Request) -> JSONResponse:
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    body = await parse_body(request, FolderIn)
+    handle = embedding_handle(request, body.embedding, body.embedding_config)
+    folder = await gw.memory.folders.create(
+        p.user_id,
+        body.name,
+        handle,
+        description=body.description,
+        instructions=body.instructions,
+        chunk_size=body.embedding_chunk_size,
+        metadata=body.metadata,
+    )
+    return JSONResponse(folder_json(folder))
+
+
+async def list_folders(request: Request) -> JSONResponse:
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    q = request.query_params
+    rows = await gw.memory.folders.page(
+        p.user_id,
+        scoped=p.scoped,
+        name=q.get("name"),
+        limit=query_int(request, "limit", 50),
+        after=q.get("after"),
+        before=q.get("before"),
+        desc=query_choice(request, "order", ("asc", "desc"), "asc") == "desc",
+    )
+    return JSONResponse([folder_json(f) for f in rows])
+
+
+async def get_folder(request: Request) -> JSONResponse:
+    return JSONResponse(folder_json(await _folder(request)))
+
+
+async def update_folder(request: Request) -> JSONResponse:
+    folder = await _folder(request)
+    body = await parse_body(request, FolderUpdate)
+    fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if k != "name" or v}
+    updated = await request.app.state.gw.memory.folders.update(folder.id, **fields)
+    return JSONResponse(folder_json(updated))
+
+
+async def delete_folder(request: Request) -> JSONResponse:
+    """Delete a folder with its files (detached from its agents first)."""
+    gw = request.app.state.gw
+    folder = await _folder(request)
+    for agent_id in await gw.memory.folders.delete(folder.id):
+        gw.loop.prompts.forget(agent_id)
+    return JSONResponse(None)
+
+
+def _unique(name: str, taken: dict[str, str]) -> str:
+    if name not in taken:
+        return name
+    path = PurePosixPath(name)
+    n = 1
+    while f"{path.stem}_({n}){path.suffix}" in taken:
+        n += 1
+    return f"{path.stem}_({n}){path.suffix}"
+
+
+async def upload_file(request: Request) -> JSONResponse:
+    """Upload one file (multipart field `file`); it is processed in the background: poll
+    `processing_status`. Over the size limit: 413; an unknown type: 415."""
+    gw = request.app.state.gw
+    folder = await _folder(request)
+    mode = query_choice(request, "duplicate_handling", DUPLICATES, "suffix")
+    limit = gw.settings.max_file_bytes
+    async with request.form(max_files=1, max_fields=10) as form:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(422, "multipart field 'file' (a file) is required")
+        if upload.size is not None and upload.size > limit:
+            raise ApiError(413, f"file over the limit of {limit} bytes")
+        data = await upload.read(limit + 1)
+        name = request.query_params.get("name") or upload.filename or ""
+    if len(data) > limit:
+        raise ApiError(413, f"file over the limit of {limit} bytes")
+    name = PurePosixPath(name.replace("\\", "/")).name.strip()[:300]
+    if not name:
+        raise ApiError(422, "the file needs a name")
+    try:
+        kind = await asyncio.to_thread(file_type, name, data)
+    except UnsupportedFile as exc:
+        raise ApiError(415, str(exc)) from exc
+    taken = await gw.memory.files.names(folder.id)
+    if name in taken:
+        if mode == "error":
+            raise Conflict(f"a file named '{name}' is already in the folder")
+        if mode == "skip":
+            return JSONResponse(file_json(await gw.memory.files.get(taken[name])))
+        if mode == "replace":
+            await _delete_file(request, taken.pop(name), folder.id)
+        else:
+            name = _unique(name, taken)
+    record = await gw.memory.files.add(folder, name, kind, len(data))
+    worker = jobs(request)
+    await worker.recover()  # uploads a stopped gateway left unfinished: "error"
+    worker.submit(folder, record, data)
+    return JSONResponse(file_json(record))
+
+
+async def list_files(request: Request) -> JSONResponse:
+    gw = request.app.state.gw
+    folder = await _folder(request)
+    rows = await gw.memory.files.page(
+        folder.id,
+        limit=query_int(request, "limit", 100),
+        after=request.query_params.get("after"),
+        desc=query_choice(request, "order", ("asc", "desc"), "asc") == "desc",
+    )
+    content = query_bool(request, "include_content", False)
+    return JSONResponse([file_json(f, content=content) for f in rows])
+
+
+async def get_file(request: Request) -> JSONResponse:
+    folder = await _folder(request)
+    f = await request.app.state.gw.memory.files.get(request.path_params["file_id"], folder.id)
+    return JSONResponse(file_json(f, content=query_bool(request, "include_content", False)))
+
+
+async def _delete_file(request: Request, file_id: str, folder_id: str) -> None:
+    gw = request.app.state.gw
+    for agent_id in await gw.memory.files.delete(file_id, folder_id):
+        gw.loop.prompts.forget(agent_id)
+    gw.memory.archival.forget(await gw.memory.folders.archive_id(folder_id))
+
+
+async def delete_file(request: Request) -> Response:
+    folder = await _folder(request)
+    await _delete_file(request, request.path_params["file_id"], folder.id)
+    return Response(status_code=204)
+
+
+async def folder_agents(request: Request) -> JSONResponse:
+    """The ids of the agents the folder is attached to."""
+    folder = await _folder(request)
+    return JSONResponse(await request.app.state.gw.memory.folders.agent_ids(folder.id))
+
+
+async def agent_folders(request: Request) -> JSONResponse:
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    folders = [folder_json(f) for f in await gw.memory.folders.agent_folders(agent.id)]
+    return JSONResponse(paginate(request, folders))
+
+
+async def _set_attached(request: Request, attached: bool) -> JSONResponse:
+    from voice_gateway.routes.rest import agent_out
+
+    gw = request.app.state.gw
+    agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    folder = await _folder(request)
+    await gw.memory.folders.set_attached(agent.id, folder.id, attached)
+    gw.loop.prompts.forget(agent.id)
+    return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
+
+
+async def attach_folder(request: Request) -> JSONResponse:
+    """Attach a folder: the agent gets the file tools (open_files, grep_files,
+    semantic_search_files)."""
+    return await _set_attached(request, True)
+
+
+async def detach_folder(request: Request) -> JSONResponse:
+    return await _set_attached(request, False)
+
+
+def routes() -> list[BaseRoute]:
+    f = "/v1/folders/{folder_id}"
+    ag = "/v1/agents/{agent_id}/folders"
+    return [
+        Route("/v1/folders", create_folder, methods=["POST"]),
+        Route("/v1/folders/", create_folder, methods=["POST"]),
+        Route("/v1/folders", list_folders, methods=["GET"]),
+        Route("/v1/folders/", list_folders, methods=["GET"]),
+        Route(f, get_folder, methods=["GET"]),
+        Route(f, update_folder, methods=["PATCH"]),
+        Route(f, delete_folder, methods=["DELETE"]),
+        Route(f"{f}/upload", upload_file, methods=["POST"]),
+        Route(f"{f}/files", list_files, methods=["GET"]),
+        Route(f"{f}/files/{{file_id}}", get_file, methods=["GET"]),
+        Route(f"{f}/agents", folder_agents, methods=["GET"]),
+        Route(f"{f}/{{file_id}}", delete_file, methods=["DELETE"]),
+        Route(ag, agent_folders, methods=["GET"]),
+        Route(f"{ag}/attach/{{folder_id}}", attach_folder, methods=["PATCH"]),
+        Route(f"{ag}/detach/{{folder_id}}", detach_folder, methods=["PATCH"]),
+    ]
