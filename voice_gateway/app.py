@@ -7,9 +7,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,38 +24,16 @@ from memory.service import Memory
 from memory.usage import UsageStore
 from voice_gateway.auth import Auth
 from voice_gateway.errors import EXCEPTION_HANDLERS
+from voice_gateway.gateway import Gateway
 from voice_gateway.limits import Admission, BodyLimit
-from voice_gateway.metrics import Metrics
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
 
-if TYPE_CHECKING:
-    from voice_gateway.pipeline.services import VoiceServices
-
 log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent.parent / "web_client"
-
-
-@dataclass
-class Gateway:
-    """Everything a request or call needs; one per process, on `app.state.gw`."""
-
-    settings: Settings
-    memory: Memory
-    llms: LLMRegistry
-    loop: AgentLoop
-    auth: Auth
-    memory_events: MemoryEvents
-    voice: VoiceServices | None = None
-    metrics: Metrics = field(default_factory=Metrics)
-    quotas: Quotas | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def default_model(self) -> str:
-        return self.settings.default_model or self.llms.default_handle()
 
 
 async def open_gateway(settings: Settings) -> Gateway:
@@ -110,6 +86,10 @@ async def open_gateway(settings: Settings) -> Gateway:
 
         gw.voice = await VoiceServices.open(settings)
         gw.extras["voice"] = gw.voice
+        from voice_gateway.webrtc.calls import WebRTCCalls
+        from voice_gateway.webrtc.ice import IceConfig
+
+        gw.webrtc = WebRTCCalls(IceConfig.from_settings(settings), settings.idle_timeout_s)
     from voice_gateway.bus_runtime import start_bus
 
     bus = gw.extras["bus"] = await start_bus(gw)
@@ -124,6 +104,8 @@ async def open_gateway(settings: Settings) -> Gateway:
 
 
 async def close_gateway(gw: Gateway) -> None:
+    if gw.webrtc is not None:
+        await gw.webrtc.aclose()
     runs = gw.extras.get("runs")
     if runs is not None:  # background runs store what they produced before the bus stops
         await runs.aclose()
@@ -161,9 +143,9 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *chat_completions.routes(),
     ]
     if settings.voice:
-        from voice_gateway.routes import twilio, voice_ws
+        from voice_gateway.routes import twilio, voice_ws, webrtc
 
-        out += voice_ws.routes() + twilio.routes()
+        out += voice_ws.routes() + twilio.routes() + webrtc.routes()
     if WEB_DIR.is_dir():
         out.append(WebMount("/", app=StaticFiles(directory=WEB_DIR, html=True), name="web"))
     return out

@@ -15,7 +15,7 @@ from agents.sleeptime import SleeptimeAgent
 from memory.models import TranscriptEvent
 
 if TYPE_CHECKING:
-    from voice_gateway.app import Gateway
+    from voice_gateway.gateway import Gateway
     from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)

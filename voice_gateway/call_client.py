@@ -1,6 +1,6 @@
 """`voice-gateway call <agent> <wav>`: play a WAV file to an agent as a caller would, over the
-browser voice socket of a running gateway; print the transcript, the reply and the turn's
-metrics, and save the reply audio."""
+browser voice socket of a running gateway (or over WebRTC with `--webrtc`); print the
+transcript, the reply and the turn's metrics, and save the reply audio."""
 
 from __future__ import annotations
 
@@ -108,29 +108,79 @@ async def _receive(ws: Any, result: CallResult) -> None:
     async for msg in ws:
         if isinstance(msg, bytes):
             result.audio += msg
-            continue
-        ev = json.loads(msg)
-        kind = ev.get("type")
-        if kind == "transcript.final":
-            result.transcript = ev["text"]
-            say(f"you said:   {ev['text']}")
-        elif kind == "response.filler":
-            result.filler.append(ev["text"])
-            say(f"(filler)    {ev['text']}")
-        elif kind == "response.text.done":
-            result.reply = ev["text"]
-            say(f"agent said: {ev['text']}")
-        elif kind == "error":
-            result.errors.append(ev)
-            say(f"error:      {ev.get('code')}: {ev.get('message')}")
-        elif kind == "turn.metrics" and result.transcript:
-            result.metrics = ev
+        elif _event(json.loads(msg), result):
             return
 
 
+async def call_webrtc(
+    base_url: str, agent: str, wav: Path, *, api_key: str | None, wait_s: float
+) -> CallResult:
+    """The same call over WebRTC: the WAV on an Opus track, events on the data channel."""
+    from voice_gateway.webrtc.client import WebRTCCaller
+
+    pcm, rate = read_wav(wav)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+        agent_id = await resolve_agent(http, agent)
+    host = httpx.URL(base_url).host
+    pinned = ("127.0.0.1",) if host in ("127.0.0.1", "localhost") else ()  # else every interface
+    caller = WebRTCCaller(base_url, agent_id, headers=headers, host_addresses=pinned)
+    result = CallResult()
+    say(f"offering WebRTC to {base_url}/v1/agents/{agent_id}/webrtc ...")
+    try:
+        await caller.connect()
+        say(f"playing {len(pcm) / 2 / rate:.1f} s of audio at {rate} Hz (real time) ...")
+        caller.play(pcm + b"\x00" * (rate * 3), rate)  # 1.5 s of silence ends the turn
+        seen = 0
+        async with asyncio.timeout(wait_s):
+            while not caller.closed:
+                for ev in caller.events[seen:]:
+                    if _event(ev.event, result):  # the turn is done: let its audio arrive
+                        heard = [e["duration_ms"] for e in caller.of_type("response.audio.done")]
+                        await asyncio.sleep(sum(heard) / 1000 + 0.5)
+                        result.audio = caller.audio
+                        return result
+                seen = len(caller.events)
+                await asyncio.sleep(0.05)
+        result.errors.append({"code": "call_ended", "message": "the call ended before the reply"})
+        return result
+    finally:
+        if caller.location is not None:
+            await caller.hang_up()
+        await caller.close()
+
+
+def _event(ev: dict[str, Any], result: CallResult) -> bool:
+    """Print one server event into `result`; True once the turn is complete."""
+    kind = ev.get("type")
+    if kind == "transcript.final":
+        result.transcript = ev["text"]
+        say(f"you said:   {ev['text']}")
+    elif kind == "response.filler":
+        result.filler.append(ev["text"])
+        say(f"(filler)    {ev['text']}")
+    elif kind == "response.text.done":
+        result.reply = ev["text"]
+        say(f"agent said: {ev['text']}")
+    elif kind == "error":
+        result.errors.append(ev)
+        say(f"error:      {ev.get('code')}: {ev.get('message')}")
+    elif kind == "turn.metrics" and result.transcript:
+        result.metrics = ev
+        return True
+    return False
+
+
 def run(args: Any, api_key: str | None) -> int:
-    result = asyncio.run(
-        call(
+    if args.webrtc:
+        from voice_gateway.webrtc.client import REPLY_RATE
+
+        args.rate = REPLY_RATE
+        coro = call_webrtc(
+            args.url, args.agent, Path(args.wav), api_key=api_key, wait_s=args.timeout
+        )
+    else:
+        coro = call(
             args.url,
             args.agent,
             Path(args.wav),
@@ -138,7 +188,7 @@ def run(args: Any, api_key: str | None) -> int:
             out_rate=args.rate,
             wait_s=args.timeout,
         )
-    )
+    result = asyncio.run(coro)
     out = Path(args.out)
     write_wav(out, bytes(result.audio), args.rate)
     say(f"reply audio: {out} ({len(result.audio) / 2 / args.rate:.1f} s)")

@@ -198,6 +198,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="reply.wav", help="where to save the reply audio")
     c.add_argument("--rate", type=int, default=16000, help="reply audio sample rate")
     c.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the reply")
+    c.add_argument(
+        "--webrtc", action="store_true", help="call over WebRTC (aiortc) instead of the socket"
+    )
     return p
 
 

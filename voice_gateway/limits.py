@@ -5,6 +5,7 @@ with a JSON detail."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from starlette.requests import HTTPConnection
@@ -16,6 +17,9 @@ from voice_gateway.ratelimit import retry_after_header
 
 # Probes and scrapes are never rate limited (load balancers, Prometheus).
 NOT_LIMITED = frozenset({"/health", "/health/", "/ready", "/metrics", "/v1/health", "/v1/health/"})
+# WebRTC signalling authenticates in its route, as the voice socket does: a browser's offer
+# carries a session token (query or bearer), a hang-up the call's unguessable resource URL
+WEBRTC_PATH = re.compile(r"/v1/agents/[^/]+/webrtc(/[^/]+)?")
 
 
 async def send_json(
@@ -35,7 +39,10 @@ def needs_key(path: str) -> bool:
     """The API under /v1 needs a key (when VG_API_KEY is set) before any route code runs, so
     a route that forgot its own auth call is still closed. Public: probes (`/v1/health/`
     included, as in Letta; they never reach this check, see NOT_LIMITED), the API
-    description, the static web client, and the Twilio webhook (X-Twilio-Signature)."""
+    description, the static web client, the Twilio webhook (X-Twilio-Signature) and WebRTC
+    signalling (routes/webrtc.py)."""
+    if WEBRTC_PATH.fullmatch(path):
+        return False
     return path.startswith("/v1/") and path != "/v1/telephony/twilio/voice"
 
 

@@ -19,7 +19,7 @@ from prometheus_client import (
 )
 
 if TYPE_CHECKING:
-    from voice_gateway.app import Gateway
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 

@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     deepgram_tts_voice: str = "aura-2-thalia-en"
     tts_voice: str | None = None  # deprecated (one release): VG_ESPEAK_VOICE
     session_token_ttl_s: int = 300
+    # WebRTC (docs/webrtc.md): STUN/TURN servers (unset: none, no public server is asked),
+    # the addresses host candidates use (unset: every interface), a UDP port range "LOW-HIGH"
+    ice_servers: str | None = None
+    webrtc_host_addresses: str | None = None
+    webrtc_udp_ports: str | None = None
 
     # Agent loop
     max_steps: int = 6

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 if TYPE_CHECKING:
-    from voice_gateway.app import Gateway
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ BASE_FLAGS = [
     "--disable-sync",
     "--use-fake-device-for-media-stream",
     "--autoplay-policy=no-user-gesture-required",
+    "--allow-loopback-in-peer-connection",  # WebRTC host candidates on 127.0.0.1
 ]
 
 browser_only = [
@@ -142,6 +143,7 @@ def browser_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceGat
                 openai_base_url=f"{llm_srv.url}/v1",
                 openai_api_key="test",
                 idle_timeout_s=30.0,
+                webrtc_host_addresses="127.0.0.1",  # WebRTC media on loopback only
                 sleeptime_model="scripted/demo",  # memory rewriting never takes queued replies
                 sleeptime_every_turns=1,  # so the memory panel changes within one test
             ) as srv,

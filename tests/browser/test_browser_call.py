@@ -27,7 +27,7 @@ async def test_spoken_turn_in_the_browser(
 ) -> None:
     bg.llm.responder = lambda body: Reply(text=REPLY)
     wav = mic_wav(tmp_path / "mic.wav", 1000, UTTERANCE, 3000)
-    async with open_page(pw, f"{bg.server.url}/?aec=0", wav) as bp:
+    async with open_page(pw, f"{bg.server.url}/?transport=websocket&aec=0", wav) as bp:
         page = bp.page
         # create an agent from the page: name + persona
         await bp.wait("vg.agents !== null")
@@ -105,7 +105,7 @@ async def test_returning_caller_is_greeted_by_name(
     bg.llm.responder = lambda body: Reply(text=REPLY)
     # the greeting (~2 s) plays before the caller speaks, so it is not barged in
     wav = mic_wav(tmp_path / "mic.wav", 5000, UTTERANCE, 2000)
-    async with open_page(pw, f"{bg.server.url}/?aec=0", wav) as bp:
+    async with open_page(pw, f"{bg.server.url}/?transport=websocket&aec=0", wav) as bp:
         page = bp.page
         await bp.wait("vg.agents !== null")
         if not await page.locator("#create-details").evaluate("d => d.open"):
@@ -141,7 +141,9 @@ async def test_barge_in_clears_playback(pw: Playwright, bg: VoiceGateway, tmp_pa
     agent_id = bg.agent(name="barge-in")
     # the second utterance comes while the long reply (~40 s of speech) is playing
     wav = mic_wav(tmp_path / "mic.wav", 1000, "Tell me about tea.", 9000, BARGE_IN, 2500)
-    async with open_page(pw, f"{bg.server.url}/?aec=0&agent={agent_id}", wav) as bp:
+    async with open_page(
+        pw, f"{bg.server.url}/?transport=websocket&aec=0&agent={agent_id}", wav
+    ) as bp:
         await bp.page.click("#connect")
         await bp.wait("vg.cancelled.length === 1 && vg.clears.length >= 1")
         cancelled = (await bp.vg(".cancelled"))[0]
@@ -173,7 +175,9 @@ async def test_mute_and_push_to_talk(pw: Playwright, bg: VoiceGateway, tmp_path:
     agent_id = bg.agent(name="push-to-talk")
     wav = mic_wav(tmp_path / "mic.wav", 500, UTTERANCE, 1500)  # ~6 s, played over and over
     sent = "[vg.framesSent, vg.silentFrames]"
-    async with open_page(pw, f"{bg.server.url}/?aec=0&agent={agent_id}", wav, loop=True) as bp:
+    async with open_page(
+        pw, f"{bg.server.url}/?transport=websocket&aec=0&agent={agent_id}", wav, loop=True
+    ) as bp:
         page = bp.page
         await bp.wait("vg.agentId")
         await page.click("#mute")  # join muted

@@ -44,7 +44,9 @@ async def test_server_going_away_mid_call_reconnects_and_resumes(
             resp = await http.post("/v1/agents/", json={"name": "restart", "model": "openai/x"})
             agent_id = resp.json()["id"]
         silent = mic_wav(tmp_path / "mic.wav", 1000)
-        async with open_page(pw, f"{srv.url}/?aec=0&agent={agent_id}", silent) as bp:
+        async with open_page(
+            pw, f"{srv.url}/?transport=websocket&aec=0&agent={agent_id}", silent
+        ) as bp:
             page = bp.page
             await page.click("#connect")
             await bp.wait("vg.state === 'live'")
@@ -84,7 +86,9 @@ async def test_server_going_away_mid_call_reconnects_and_resumes(
 async def test_denied_microphone_offers_the_text_box(pw: Playwright, bg: VoiceGateway) -> None:
     bg.llm.responder = lambda body: Reply(text="Hello! I can read what you type.")
     agent_id = bg.agent(name="no-mic")
-    async with open_page(pw, f"{bg.server.url}/?agent={agent_id}", grant_mic=False) as bp:
+    async with open_page(
+        pw, f"{bg.server.url}/?transport=websocket&agent={agent_id}", grant_mic=False
+    ) as bp:
         page = bp.page
         await bp.wait("vg.agents !== null && vg.agentId")
         await page.focus("#connect")
@@ -125,7 +129,7 @@ async def test_missing_api_key_is_explained(pw: Playwright, tmp_path: Path) -> N
                 headers={"Authorization": "Bearer sekrit-key"},
             )
             assert resp.status_code == 201
-        async with open_page(pw, f"{srv.url}/") as bp:
+        async with open_page(pw, f"{srv.url}/?transport=websocket") as bp:
             page = bp.page
             alert = page.locator("#alerts .alert[data-key=agents]")
             await alert.wait_for()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,27 +36,35 @@ class VoiceGateway:
         ).json()
 
 
-@pytest.fixture(scope="module")
-def voice_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceGateway]:
+@contextmanager
+def voice_gateway_stack(root: Path, **overrides: object) -> Iterator[VoiceGateway]:
+    """A voice gateway with its own fake LLM and database under `root`."""
     llm = FakeLLM()
     llm_srv = ServerThread(llm.app).start()
-    db = tmp_path_factory.mktemp("voice") / "vg.db"
+    settings: dict[str, object] = {
+        "voice": True,
+        "openai_base_url": f"{llm_srv.url}/v1",
+        "openai_api_key": "test",
+        "idle_timeout_s": 20.0,
+        "webrtc_host_addresses": "127.0.0.1",  # WebRTC media on loopback only
+        # memory rewriting at call end must not consume the replies a test queued
+        "sleeptime_model": "scripted/demo",
+        **overrides,
+    }
     try:
         with (
-            running_gateway(
-                f"sqlite+aiosqlite:///{db}",
-                voice=True,
-                openai_base_url=f"{llm_srv.url}/v1",
-                openai_api_key="test",
-                idle_timeout_s=20.0,
-                # memory rewriting at call end must not consume the replies a test queued
-                sleeptime_model="scripted/demo",
-            ) as srv,
+            running_gateway(f"sqlite+aiosqlite:///{root / 'vg.db'}", **settings) as srv,
             httpx.Client(base_url=srv.url, timeout=30) as http,
         ):
             yield VoiceGateway(srv, llm, http)
     finally:
         llm_srv.stop()
+
+
+@pytest.fixture(scope="module")
+def voice_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VoiceGateway]:
+    with voice_gateway_stack(tmp_path_factory.mktemp("voice")) as stack:
+        yield stack
 
 
 @pytest.fixture

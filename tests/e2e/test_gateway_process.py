@@ -28,6 +28,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess
         VG_DATABASE_URL=f"sqlite+aiosqlite:///{tmp / 'vg.db'}",
         VG_DRAIN_TIMEOUT_S="20",
         VG_LOG_FORMAT="json",
+        VG_WEBRTC_HOST_ADDRESSES="127.0.0.1",  # `call --webrtc`: media on loopback only
     )
     gw = GatewayProcess(env, tmp / "gateway.log").start()
     try:
@@ -46,13 +47,18 @@ def create_agent(gw: GatewayProcess, name: str) -> str:
     return str(resp.json()["id"])
 
 
-def test_call_cli_plays_a_wav_and_saves_the_reply(gateway: GatewayProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", [[], ["--webrtc"]], ids=["socket", "webrtc"])
+def test_call_cli_plays_a_wav_and_saves_the_reply(
+    gateway: GatewayProcess, tmp_path: Path, transport: list[str]
+) -> None:
     create_agent(gateway, "grace-line")
     wav = tmp_path / "caller.wav"
     write_wav(str(wav), np.concatenate([silence(300, 22050), speak(UTTERANCE, 22050)]), 22050)
     out = tmp_path / "reply.wav"
     res = subprocess.run(
-        vg_command("call", "grace-line", str(wav), "--url", gateway.url, "--out", str(out)),
+        vg_command(
+            "call", "grace-line", str(wav), "--url", gateway.url, "--out", str(out), *transport
+        ),
         cwd=ROOT,
         env=gateway.env,
         capture_output=True,

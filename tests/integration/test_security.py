@@ -43,6 +43,9 @@ PUBLIC = {
     "/v1/health",
     "/v1/health/",
     "/v1/telephony/twilio/voice",
+    # a live WebRTC call's URL is its own credential (144 random bits, handed only to the
+    # offerer: docs/webrtc.md); the offer route itself authenticates (checked below)
+    "/v1/agents/{agent_id}/webrtc/{call_id}",
 }
 
 

@@ -100,4 +100,14 @@ export class Api {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     return `${scheme}://${location.host}/v1/agents/${a}/voice?session_token=${encodeURIComponent(token)}`;
   }
+
+  /** WebRTC signalling (docs/webrtc.md): the offer's SDP in, {sdp, location, ...} out. */
+  webrtcOffer(agentId, sdp) {
+    return this.request("POST", `/v1/agents/${encodeURIComponent(agentId)}/webrtc`, { type: "offer", sdp });
+  }
+
+  /** Hang up a WebRTC call (DELETE on the URL its answer named). */
+  hangUp(location) {
+    return this.request("DELETE", location);
+  }
 }

@@ -7,6 +7,7 @@ import { CallerPanel } from "./ui/caller.js";
 import { ConversationLog } from "./ui/log.js";
 import { LatencyPanel } from "./ui/metrics.js";
 import { MemoryPanel } from "./ui/memory.js";
+import { webrtcSupported } from "./webrtc.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -15,6 +16,7 @@ const DEFAULT_PERSONA = "I am a friendly, concise assistant with a long-term mem
 // Everything a test (or a curious person in the console) may want to read.
 const vg = {
   state: "idle", // idle | connecting | live | reconnecting | failed
+  transport: null, // webrtc | websocket: of the current call
   ready: false, // the first agent list request has finished (loaded or failed)
   agents: null, // how many agents the list shows (null until loaded)
   agentId: null,
@@ -90,6 +92,7 @@ const callerPanel = new CallerPanel(
 );
 const call = new Call(api, ui, vg);
 vg.send = (raw) => call.conn.sendRaw(raw); // test hook: send a raw text frame
+vg.rtcStats = () => call.rtc.stats(); // test hook: WebRTC stats of the reply audio
 let resumeId = null; // the conversation to continue after an unplanned end
 
 const STATUS_TEXT = {
@@ -213,10 +216,12 @@ function connect() {
     return;
   }
   alerts.dismiss("connection");
+  const transport = $("transport").value;
   return call.connect(id, {
     processing: $("aec").checked,
     resume: resumeId || callerPanel.conversation,
     caller: vg.caller,
+    transport,
   });
 }
 
@@ -291,6 +296,12 @@ function init() {
   $("settings-form").addEventListener("submit", (e) => e.preventDefault());
   if (params.get("aec") === "0") $("aec").checked = false;
   callerPanel.init(params.get("caller"), params.get("conversation"));
+  // WebRTC when the browser has it (UDP, Opus, its own echo canceller), else the voice socket
+  const rtcOption = $("transport").querySelector("option[value=webrtc]");
+  rtcOption.disabled = !webrtcSupported();
+  const wanted = params.get("transport") || localStorage.getItem("vg.transport");
+  $("transport").value = wanted === "websocket" || !webrtcSupported() ? "websocket" : "webrtc";
+  $("transport").addEventListener("change", (e) => localStorage.setItem("vg.transport", e.target.value));
   $("agent-select").addEventListener("change", agentChanged);
   $("refresh-agents").addEventListener("click", () => loadAgents($("agent-select").value));
   $("create-form").addEventListener("submit", createAgent);

@@ -3,6 +3,7 @@
 
 import { AudioEngine, MicError } from "./audio.js";
 import { VoiceConnection } from "./voice.js";
+import { RtcConnection } from "./webrtc.js";
 import * as alerts from "./ui/alerts.js";
 
 const PLAYED_EVERY_MS = 250; // how often audio.played is sent while a reply plays
@@ -25,11 +26,16 @@ export class Call {
       onCleared: (dropped) => this.cleared(dropped),
       onUnderrun: () => (this.s.underruns += 1),
     });
-    this.conn = new VoiceConnection(api, {
+    this.socket = new VoiceConnection(api, {
       onEvent: (ev) => this.event(ev),
       onAudio: (buf) => this.audio(buf),
       onStatus: (st, detail) => this.status(st, detail),
     });
+    this.rtc = new RtcConnection(api, {
+      onEvent: (ev) => this.event(ev),
+      onStatus: (st, detail) => this.status(st, detail),
+    });
+    this.conn = this.socket; // the transport of the current call (connect() picks it)
   }
 
   get active() {
@@ -37,8 +43,10 @@ export class Call {
   }
 
   /** A call to `agentId` as `caller` (bound into the session token), resuming the
-   *  conversation `resume` (one of the caller's) or the caller's open one. */
-  async connect(agentId, { processing, resume = null, caller = "" }) {
+   *  conversation `resume` (one of the caller's) or the caller's open one, over `transport`. */
+  async connect(agentId, { processing, resume = null, caller = "", transport = "websocket" }) {
+    this.conn = transport === "webrtc" ? this.rtc : this.socket;
+    this.s.transport = transport;
     this.processing = processing;
     this.micTried = false;
     this.s.agentId = agentId;
@@ -103,6 +111,7 @@ export class Call {
     this.micTried = true;
     try {
       await this.engine.openMic(this.processing);
+      if (this.conn === this.rtc) this.rtc.useMic(this.engine.mic.stream);
       this.s.mic = "on";
       alerts.dismiss("mic");
       this.ui.onMic("on", "Listening. Speak any time; you can interrupt the agent.");
@@ -129,7 +138,7 @@ export class Call {
     const silent = this.s.muted || (this.s.ptt && !this.s.talking);
     // muted: digital silence keeps the turn detector's clock running (it ends the turn)
     const out = silent ? new ArrayBuffer(pcm.byteLength) : pcm;
-    if (this.conn.sendAudio(out)) {
+    if (this.conn.sendAudio(out, silent)) {
       this.s.framesSent += 1;
       if (silent) this.s.silentFrames += 1;
       this.s.bytesSent += out.byteLength;
