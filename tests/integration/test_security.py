@@ -96,6 +96,10 @@ def keyed(
         openai_api_key=OPENAI_KEY,
         openai_base_url=f"{fake_llm_server[1].url}/v1",
         twilio_auth_token="twilio-token-for-tests",
+        # the route walks send hundreds of refused requests in a burst: a limit out of the way
+        # (the rate limits have their own tests: test_rate_limits.py, test_hardened_edges.py)
+        rate_limit_rps=1000,
+        rate_limit_burst=5000,
     ) as srv:
         yield Keyed(srv, users)
 
