@@ -94,8 +94,8 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """413 over `max_bytes`; a file upload (a path ending in /upload) may carry
-    `upload_bytes` plus the multipart envelope (the route checks the file's own size)."""
+    """413 over `max_bytes`; a file upload (a path ending in /upload, or an agent file import)
+    may carry `upload_bytes` plus the multipart envelope (the route checks the file's size)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int, upload_bytes: int = 0) -> None:
         self.app = app
@@ -106,7 +106,8 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.upload_bytes and str(scope.get("path", "")).endswith("/upload"):
+        path = str(scope.get("path", "")).rstrip("/")
+        if self.upload_bytes and (path.endswith("/upload") or path == "/v1/agents/import"):
             limit = max(self.max_bytes, self.upload_bytes + 65_536)
             await BodyLimit(self.app, limit)(scope, receive, send)
             return

@@ -17,6 +17,7 @@ from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import (
+    rest_agent_files,
     rest_memory,
     rest_messages,
     rest_models,
@@ -190,6 +191,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/", create_agent, methods=["POST"]),
         Route("/v1/agents", list_agents, methods=["GET"]),
         Route("/v1/agents/", list_agents, methods=["GET"]),
+        *rest_agent_files.routes(),
         Route("/v1/agents/{agent_id}", get_agent, methods=["GET"]),
         Route("/v1/agents/{agent_id}", update_agent, methods=["PATCH"]),
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),

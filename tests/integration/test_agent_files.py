@@ -1,0 +1,507 @@
+"""Agent files (Letta's `.af`, v2) through letta-client 1.12.1 in strict mode on a live gateway:
+a Letta 0.16 export (written below as Letta writes one) imports with its blocks, messages,
+custom tool and tool rules, talks by text with its history in the model's request, exports in
+the shape Letta's importer requires, and imports again equal. Bad files: 422 naming the first
+problem (413 over the size limit) and nothing written to the database."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from letta_client import Letta, UnprocessableEntityError
+from sqlalchemy import func, select
+
+from memory.orm import Agent, Block, Conversation, Message, Tool
+from memory.service import Memory
+from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.letta_agent_file import AgentFileSchema, check_references
+from tests.support.servers import ServerThread
+
+SOURCE = '''def lookup_order(order_id: int) -> str:
+    """Look up the shipping status of an order.
+
+    Args:
+        order_id (int): The order number.
+
+    Returns:
+        str: The status of the order.
+    """
+    return f"Order {order_id}: shipped on Monday"
+'''
+RULES = [
+    {
+        "tool_name": "lookup_order",
+        "type": "constrain_child_tools",
+        "children": ["core_memory_append"],
+    },
+    {"tool_name": "conversation_search", "type": "max_count_per_step", "max_count_limit": 2},
+]
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "signature": None}]
+
+
+def _msg(n: int, role: str, content: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": role,
+        "content": content,
+        "name": None,
+        "otid": None,
+        "sender_id": None,
+        "batch_item_id": None,
+        "group_id": None,
+        "id": f"message-{n}",
+        "model": "gpt-4o-mini" if role == "assistant" else None,
+        "agent_id": "agent-0",
+        "tool_calls": None,
+        "tool_call_id": None,
+        "tool_returns": [],
+        "created_at": f"2026-02-03T10:00:{n:02d}.123456+00:00",
+        "approve": None,
+        "approval_request_id": None,
+        "denial_reason": None,
+        "approvals": [],
+        **extra,
+    }
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+    ]
+
+
+def _return(n: int, call_id: str, name: str, text: str) -> dict[str, Any]:
+    ret = {
+        "tool_call_id": call_id,
+        "status": "success",
+        "stdout": [],
+        "stderr": [],
+        "func_response": text,
+    }
+    return _msg(n, "tool", _text(text), name=name, tool_call_id=call_id, tool_returns=[ret])
+
+
+def _tool(n: int, name: str, tool_type: str, source: str | None) -> dict[str, Any]:
+    return {
+        "id": f"tool-{n}",
+        "tool_type": tool_type,
+        "description": f"The {name} tool.",
+        "source_type": "python",
+        "name": name,
+        "tags": [] if tool_type == "custom" else [tool_type],
+        "source_code": source,
+        "json_schema": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "integer", "description": "The order number."}},
+                "required": ["order_id"],
+            },
+        }
+        if source
+        else {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": {}, "required": []},
+        },
+        "args_json_schema": None,
+        "return_char_limit": 6000,
+        "pip_requirements": None,
+        "npm_requirements": None,
+        "default_requires_approval": None,
+        "enable_parallel_execution": False,
+        "created_by_id": "user-88cbf1ea-8099-48d4-8298-ecc0992dc64d",
+        "last_updated_by_id": "user-88cbf1ea-8099-48d4-8298-ecc0992dc64d",
+        "metadata_": None,
+    }
+
+
+def letta_file() -> dict[str, Any]:
+    """An agent file as Letta 0.16 exports one (letta_v1_agent, v2 format)."""
+    messages = [
+        _msg(
+            0, "system", _text("You are Ada's support agent.\n\n<memory_blocks>...</memory_blocks>")
+        ),
+        _msg(1, "user", _text("Hi, I'm Ada. Where is my order 1042?")),
+        _msg(
+            2,
+            "assistant",
+            [
+                {
+                    "type": "reasoning",
+                    "is_native": True,
+                    "reasoning": "Look the order up.",
+                    "signature": None,
+                }
+            ],
+            tool_calls=_call("call_lookup1", "lookup_order", {"order_id": 1042}),
+        ),
+        _return(3, "call_lookup1", "lookup_order", "Order 1042: shipped on Monday"),
+        _msg(4, "assistant", _text("Your order 1042 shipped on Monday.")),
+        _msg(5, "user", _text("Thanks! Remember that I prefer email.")),
+        _msg(
+            6,
+            "assistant",
+            [],
+            tool_calls=_call(
+                "call_mem2", "core_memory_append", {"label": "human", "content": "Prefers email."}
+            ),
+        ),
+        _return(7, "call_mem2", "core_memory_append", "None"),
+        _msg(8, "assistant", _text("Noted: email it is.")),
+    ]
+    agent = {
+        "name": "ada-support",
+        "memory_blocks": [],
+        "tools": [],
+        "tool_ids": ["tool-0", "tool-1", "tool-2", "tool-3"],
+        "source_ids": [],
+        "folder_ids": None,
+        "block_ids": ["block-0", "block-1"],
+        "tool_rules": RULES,
+        "tags": ["support", "orders"],
+        "system": "You are Ada's support agent.",
+        "agent_type": "letta_v1_agent",
+        "initial_message_sequence": None,
+        "include_base_tools": False,
+        "include_multi_agent_tools": False,
+        "include_base_tool_rules": False,
+        "include_default_source": False,
+        "description": "Answers questions about orders",
+        "metadata": {"team": "support"},
+        "llm_config": {
+            "model": "gpt-4o-mini",
+            "model_endpoint_type": "openai",
+            "model_endpoint": "https://api.openai.com/v1",
+            "context_window": 32000,
+            "handle": "openai/gpt-4o-mini",
+            "temperature": 0.7,
+        },
+        "embedding_config": {
+            "embedding_endpoint_type": "openai",
+            "embedding_model": "text-embedding-3-small",
+            "embedding_dim": 1536,
+            "embedding_chunk_size": 300,
+            "handle": "openai/text-embedding-3-small",
+        },
+        "model": None,
+        "embedding": None,
+        "context_window_limit": None,
+        "tool_exec_environment_variables": {},
+        "timezone": "UTC",
+        "max_files_open": 5,
+        "per_file_view_window_char_limit": 15000,
+        "id": "agent-0",
+        "in_context_message_ids": [m["id"] for m in messages],
+        "messages": messages,
+        "files_agents": [],
+        "group_ids": [],
+    }
+    block = {
+        "limit": 20000,
+        "project_id": None,
+        "template_name": None,
+        "is_template": False,
+        "preserve_on_migration": False,
+        "read_only": False,
+        "metadata": {},
+        "hidden": None,
+    }
+    return {
+        "agents": [agent],
+        "groups": [],
+        "blocks": [
+            {
+                **block,
+                "id": "block-0",
+                "label": "human",
+                "value": "Name: Ada. Customer since 2021.",
+                "description": "The human block.",
+            },
+            {
+                **block,
+                "id": "block-1",
+                "label": "persona",
+                "value": "I am a patient support agent.",
+                "description": "The persona block.",
+            },
+        ],
+        "files": [],
+        "sources": [],
+        "tools": [
+            _tool(0, "lookup_order", "custom", SOURCE),
+            _tool(1, "conversation_search", "letta_core", None),
+            _tool(2, "web_search", "letta_builtin", None),
+            _tool(3, "core_memory_append", "letta_memory_core", None),
+        ],
+        "mcp_servers": [],
+        "metadata": {"revision_id": "b1c2d3e4f5a6"},
+        "created_at": "2026-02-03T10:01:00.000000+00:00",
+    }
+
+
+@pytest.fixture
+def srv(gateway_factory, db_url: str, fake_llm_url: str) -> ServerThread:  # type: ignore[no-untyped-def]
+    return gateway_factory(  # type: ignore[no-any-return]
+        database_url=db_url,
+        openai_base_url=fake_llm_url,
+        openai_api_key="test",
+        max_file_bytes=60_000,
+    )
+
+
+@pytest.fixture
+def client(srv: ServerThread) -> Iterator[Letta]:
+    yield Letta(base_url=srv.url, api_key="k", timeout=60, _strict_response_validation=True)
+
+
+def upload(client: Letta, af: dict[str, Any] | bytes, **opts: Any) -> str:
+    raw = af if isinstance(af, bytes) else json.dumps(af).encode()
+    resp = client.agents.import_file(file=("agent.af", raw, "application/json"), **opts)
+    assert len(resp.agent_ids) == 1
+    return resp.agent_ids[0]
+
+
+def canonical(af: dict[str, Any]) -> dict[str, Any]:
+    """What must survive a round trip: blocks, messages (but the compiled system prompt),
+    tools (custom ones with source) and tool rules, without the file's own ids and times."""
+    agent = af["agents"][0]
+    blocks = {b["id"]: b for b in af["blocks"]}
+    tools = {t["id"]: t for t in af["tools"]}
+
+    def text(m: dict[str, Any]) -> str:
+        return "".join(p.get("text", "") for p in m["content"] if p["type"] == "text")
+
+    return {
+        "blocks": sorted(
+            (blocks[i]["label"], blocks[i]["value"], blocks[i]["description"])
+            for i in agent["block_ids"]
+        ),
+        "tools": sorted(
+            (tools[i]["name"], tools[i]["source_code"])
+            for i in agent["tool_ids"]
+            if tools[i]["name"] != "web_search"
+        ),
+        "rules": agent["tool_rules"],
+        "messages": [
+            (
+                m["role"],
+                text(m),
+                "".join(p.get("reasoning", "") for p in m["content"] if p["type"] == "reasoning"),
+                [
+                    (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+                    for c in m["tool_calls"] or []
+                ],
+                m["tool_call_id"],
+                m["created_at"][:19],
+            )
+            for m in agent["messages"][1:]
+        ],
+        "tags": agent["tags"],
+        "system": agent["system"],
+    }
+
+
+def exported(client: Letta, agent_id: str, **query: Any) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(client.agents.export_file(agent_id=agent_id, **query))
+    check_references(AgentFileSchema.model_validate(body))  # what Letta's importer requires
+    return body
+
+
+def test_letta_file_round_trip_and_text_turn(client: Letta, fake_llm: FakeLLM) -> None:
+    original = letta_file()
+    agent_id = upload(client, original)
+    agent = client.agents.retrieve(agent_id=agent_id)
+    assert agent.name == "ada-support" and agent.model == "openai/gpt-4o-mini"
+    assert {b.label: b.value for b in agent.memory.blocks} == {
+        "human": "Name: Ada. Customer since 2021.",
+        "persona": "I am a patient support agent.",
+    }
+    assert [t.name for t in agent.tools] == [
+        "lookup_order",
+        "conversation_search",
+        "core_memory_append",
+    ]
+    assert agent.metadata is not None and agent.metadata["tool_rules"] == RULES
+    assert agent.metadata["import_skipped_tools"] == ["web_search"]
+    tool = next(t for t in agent.tools if t.name == "lookup_order")
+    assert tool.tool_type == "custom" and tool.source_code == SOURCE
+
+    first = exported(client, agent_id)
+    assert canonical(first) == canonical(original)
+    again = upload(client, first)
+    assert again != agent_id
+    assert canonical(exported(client, again)) == canonical(first)
+
+    fake_llm.push(Reply(text="You prefer email, Ada."))
+    resp = client.agents.messages.create(
+        agent_id=agent_id,
+        messages=[{"role": "user", "content": "How do I prefer to be contacted?"}],
+    )
+    assert resp.messages[-1].content == "You prefer email, Ada."
+    sent = [
+        (m["role"], m.get("content"), m.get("tool_call_id"))
+        for m in fake_llm.requests[-1]["messages"]
+    ]
+    history = [
+        ("user", "Hi, I'm Ada. Where is my order 1042?", None),
+        ("assistant", None, None),
+        ("tool", "Order 1042: shipped on Monday", "call_lookup1"),
+        ("assistant", "Your order 1042 shipped on Monday.", None),
+        ("user", "Thanks! Remember that I prefer email.", None),
+        ("assistant", None, None),
+        ("tool", "None", "call_mem2"),
+        ("assistant", "Noted: email it is.", None),
+        ("user", "How do I prefer to be contacted?", None),
+    ]
+    assert sent[-len(history) :] == history
+    calls = [
+        m["tool_calls"][0]["id"] for m in fake_llm.requests[-1]["messages"] if m.get("tool_calls")
+    ]
+    assert calls == ["call_lookup1", "call_mem2"]
+    assert "Name: Ada. Customer since 2021." in fake_llm.requests[-1]["messages"][0]["content"]
+    after = exported(client, agent_id)  # the new turn is exported after the imported history
+    assert [m["role"] for m in after["agents"][0]["messages"][-2:]] == ["user", "assistant"]
+
+
+def test_import_options(client: Letta) -> None:
+    af = letta_file()
+    a = upload(
+        client,
+        af,
+        name="bob",
+        append_copy_suffix=True,
+        model="scripted/demo",
+        strip_messages=True,
+        project_id="ignored",
+    )
+    agent = client.agents.retrieve(agent_id=a)
+    assert agent.name == "bob_copy" and agent.model == "scripted/demo"
+    assert exported(client, a)["agents"][0]["messages"][1:] == []
+    b = upload(client, af, embedding="local/all-minilm-l6-v2", override_name="carol")
+    agent = client.agents.retrieve(agent_id=b)
+    assert agent.name == "carol" and agent.embedding == "local/all-minilm-l6-v2"
+    scrubbed = exported(client, b, scrub_messages=True)
+    assert len(scrubbed["agents"][0]["messages"]) == 1  # the system prompt only
+    # a tool of the same name is replaced by the file's (Letta's default) or kept
+    changed = copy.deepcopy(af)
+    changed["tools"][0]["source_code"] = SOURCE.replace("shipped on Monday", "delivered")
+    upload(client, changed, override_existing_tools=False)
+    assert (
+        "shipped on Monday" in next(t for t in client.tools.list(name="lookup_order")).source_code
+    )
+    upload(client, changed)
+    assert "delivered" in next(t for t in client.tools.list(name="lookup_order")).source_code
+
+
+def test_export_unknown_conversation_is_404(srv: ServerThread, client: Letta) -> None:
+    agent_id = upload(client, letta_file())
+    resp = httpx.get(
+        f"{srv.url}/v1/agents/{agent_id}/export", params={"conversation_id": "conv-nope"}
+    )
+    assert resp.status_code == 404 and "conv-nope" in resp.json()["detail"]
+    assert httpx.get(f"{srv.url}/v1/agents/agent-nope/export").status_code == 404
+
+
+def _bad(change: str) -> bytes:
+    af = letta_file()
+    if change == "not-json":
+        return b"agents: [this is YAML, not JSON"
+    if change == "array":
+        return b"[1, 2, 3]"
+    if change == "foreign":  # an OpenAI assistant definition
+        return json.dumps(
+            {"object": "assistant", "model": "gpt-4o", "instructions": "Help.", "tools": []}
+        ).encode()
+    if change == "legacy":
+        return json.dumps(
+            {"name": "old", "core_memory": [], "llm_config": {}, "messages": [], "tools": []}
+        ).encode()
+    if change == "role":
+        af["agents"][0]["messages"][3]["role"] = "robot"
+    elif change == "block-ref":
+        af["agents"][0]["block_ids"].append("block-9")
+    elif change == "source":
+        af["tools"][0]["source_code"] = "def lookup_order(order_id: int) -> str:\n    return (\n"
+    elif change == "over-limit":
+        af["blocks"][1]["limit"] = 5
+    elif change == "provider":
+        af["agents"][0]["llm_config"]["handle"] = "anthropic/claude-sonnet-4-5"
+    elif change == "rule":
+        af["agents"][0]["tool_rules"] = [{"tool_name": "lookup_order", "type": "sometimes"}]
+    return json.dumps(af).encode()
+
+
+BAD = {
+    "not-json": "not valid JSON",
+    "array": "is a list, not an object",
+    "foreign": "no 'agents' list",
+    "legacy": "legacy single-agent (v1)",
+    "role": "agents.0.messages.3.role",
+    "block-ref": "agents.0.block_ids: 'block-9'",
+    "source": "tools.0 (lookup_order): source_code has a syntax error",
+    "over-limit": "blocks.1 (persona)",
+    "provider": "model provider 'anthropic' is not configured",
+    "rule": "agents.0.tool_rules.0.type",
+}
+
+
+def counts(db_url: str) -> dict[str, int]:
+    async def run() -> dict[str, int]:
+        memory = await Memory.open(db_url, migrate=False)
+        try:
+            async with memory.db.read() as s:
+                return {
+                    t.__tablename__: int(await s.scalar(select(func.count()).select_from(t)) or 0)
+                    for t in (Agent, Block, Conversation, Message, Tool)
+                }
+        finally:
+            await memory.close()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("change", sorted(BAD))
+def test_bad_file_is_422_and_imports_nothing(srv: ServerThread, db_url: str, change: str) -> None:
+    before = counts(db_url)
+    resp = httpx.post(
+        f"{srv.url}/v1/agents/import",
+        files={"file": ("x.af", _bad(change), "application/json")},
+        timeout=30,
+    )
+    assert resp.status_code == 422, resp.text
+    assert BAD[change] in resp.json()["detail"]
+    assert counts(db_url) == before
+
+
+def test_bad_file_through_the_sdk(client: Letta) -> None:
+    with pytest.raises(UnprocessableEntityError, match="no 'agents' list"):
+        upload(client, b'{"assistant": {"name": "x"}}')
+    assert client.agents.list().items == []
+
+
+def test_oversized_file_is_413(srv: ServerThread, db_url: str) -> None:
+    af = letta_file()
+    af["blocks"][0]["value"] = "x" * 70_000  # the gateway here takes files of 60 000 bytes
+    before = counts(db_url)
+    resp = httpx.post(
+        f"{srv.url}/v1/agents/import",
+        files={"file": ("big.af", json.dumps(af).encode())},
+        timeout=30,
+    )
+    assert resp.status_code == 413 and "60000 bytes" in resp.json()["detail"]
+    assert counts(db_url) == before
