@@ -505,3 +505,43 @@ def test_oversized_file_is_413(srv: ServerThread, db_url: str) -> None:
     )
     assert resp.status_code == 413 and "60000 bytes" in resp.json()["detail"]
     assert counts(db_url) == before
+
+
+def test_custom_tools_refused_where_the_sandbox_cannot_isolate(
+    gateway_factory,  # type: ignore[no-untyped-def]
+    db_url: str,
+    fake_llm_url: str,
+) -> None:
+    srv = gateway_factory(
+        database_url=db_url, openai_base_url=fake_llm_url, openai_api_key="t", tool_namespaces=False
+    )
+    before = counts(db_url)
+    resp = httpx.post(
+        f"{srv.url}/v1/agents/import", files={"file": ("a.af", json.dumps(letta_file()))}
+    )
+    assert resp.status_code == 403 and "custom tools are disabled" in resp.json()["detail"]
+    assert counts(db_url) == before
+    af = letta_file()  # without its custom tool the same agent imports
+    af["tools"] = af["tools"][1:]
+    af["agents"][0]["tool_ids"].remove("tool-0")
+    resp = httpx.post(f"{srv.url}/v1/agents/import", files={"file": ("a.af", json.dumps(af))})
+    assert resp.status_code == 200, resp.text
+    assert counts(db_url)["agents"] == before["agents"] + 1
+
+
+def test_a_bad_second_agent_imports_neither(srv: ServerThread, db_url: str) -> None:
+    af = letta_file()
+    second = copy.deepcopy(af["agents"][0]) | {"id": "agent-1", "name": "second"}
+    second["block_ids"] = ["block-0", "block-0"]  # two `human` blocks
+    af["agents"].append(second)
+    before = counts(db_url)
+    resp = httpx.post(f"{srv.url}/v1/agents/import", files={"file": ("two.af", json.dumps(af))})
+    assert resp.status_code == 422
+    assert "a second block labelled 'human' on agents.1" in resp.json()["detail"]
+    assert counts(db_url) == before
+    second["block_ids"] = ["block-1"]
+    resp = httpx.post(f"{srv.url}/v1/agents/import", files={"file": ("two.af", json.dumps(af))})
+    ids = resp.json()["agent_ids"]
+    assert len(ids) == 2 and counts(db_url)["agents"] == before["agents"] + 2
+    names = {httpx.get(f"{srv.url}/v1/agents/{i}").json()["name"] for i in ids}
+    assert names == {"ada-support", "second"}

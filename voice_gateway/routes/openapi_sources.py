@@ -85,4 +85,15 @@ SOURCE_OPS: dict[tuple[str, str], Op] = {
     ("agent_folders", "get"): Op(query=PAGE, response=arr(ref("Folder"))),
     ("attach_folder", "patch"): Op(response=ref("Agent")),
     ("detach_folder", "patch"): Op(response=ref("Agent")),
+    # agent files (routes/rest_agent_files.py): the file is the multipart field `file`
+    ("export_agent", "get"): Op(
+        query=(
+            q("conversation_id", STR),
+            q("scrub_messages", BOOL),
+            q("use_legacy_format", BOOL),
+            q("max_steps", {"type": "integer"}),
+        ),
+        response=OBJ,
+    ),
+    ("import_agent", "post"): Op(response=obj({"agent_ids": arr(STR)})),
 }
