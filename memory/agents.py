@@ -32,6 +32,7 @@ AGENT_FIELDS = {
     "embedding",
     "tags",
     "tool_names",
+    "tool_rules",
     "greeting",
     "voice_default",
     "context_window",

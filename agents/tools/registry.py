@@ -57,6 +57,7 @@ class Tool:
     voice_safe: bool = False
     ends_turn: bool = False
     tags: list[str] = field(default_factory=list)
+    client: bool = False  # run by the caller's client (agents/approvals.py), never here
 
     def schema(self, *, voice: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {
