@@ -235,8 +235,8 @@ class AgentLoop:
             run.unsaved, results, ends = await answer_waiting(
                 waiting, inp.answers, solver, by_name, ctx, timeout, new
             )
-            for result in results:
-                yield result
+            for answered in results:
+                yield answered
             if inp.answers is not None:
                 ends = ends or inp.answers_only
                 context = history + run.unsaved
