@@ -9,8 +9,10 @@ from typing import Any
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from agents.approvals import Answer
 from voice_gateway.pipeline.transport import (
     CLOSE_TOO_BIG,
+    Answered,
     AudioIn,
     Closed,
     Control,
@@ -21,12 +23,14 @@ from voice_gateway.pipeline.transport import (
 )
 from voice_gateway.protocol.browser import (
     MAX_BINARY_FRAME,
+    ApprovalResponse,
     AudioPlayed,
     InputText,
     ProtocolError,
     ResponseCancel,
     SessionEnd,
     SessionStart,
+    ToolResultIn,
     parse_client_event,
 )
 from voice_gateway.protocol.socket import SocketTransport
@@ -85,7 +89,7 @@ class BrowserTransport(SocketTransport):
                 output_rate=event.output_audio.sample_rate,
                 conversation_id=event.conversation_id,
                 agent_id=self.agent_id,
-                extra={},
+                extra={"client_tools": [t.model_dump() for t in event.client_tools]},
                 caller=event.caller,
             )
 
@@ -121,6 +125,12 @@ class BrowserTransport(SocketTransport):
                 return Control("cancel")
             if isinstance(event, SessionEnd):
                 return Control("end")
+            if isinstance(event, ApprovalResponse):
+                return Answered(Answer(event.call_id, approve=event.approve, reason=event.reason))
+            if isinstance(event, ToolResultIn):
+                return Answered(
+                    Answer(event.call_id, "tool", tool_return=event.result, status=event.status)
+                )
             await self.error("already_started", "session.start was sent twice; ignored")
 
     async def send_event(self, event: dict[str, Any]) -> None:
