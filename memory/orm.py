@@ -228,8 +228,8 @@ class Message(Base):
     turn_id: Mapped[str | None] = mapped_column(String(64))
     step_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))  # system | user | assistant | tool
-    kind: Mapped[str] = mapped_column(String(16), default="message")  # message|summary|note|approval...
-    # (approval...: approval_request | approval, agents/approvals.py)
+    # message | summary | note | approval_request | approval (agents/approvals.py)
+    kind: Mapped[str] = mapped_column(String(16), default="message")
     content: Mapped[str] = mapped_column(Text, default="")
     reasoning: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[list[Any]] = mapped_column(JSON, default=list)
