@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory.models import MessageData, ToolCallData
+from memory.orm import default_conversation_id
+
+if TYPE_CHECKING:
+    from memory.service import Memory
 
 DENIED = "Error: request to call tool denied. User reason: {reason}"  # Letta's wording
 NO_ANSWER = "no approval was given"
@@ -97,6 +101,16 @@ def pending_in(history: Sequence[MessageData]) -> tuple[MessageData, list[ToolCa
     answered = {m.tool_call_id for m in history[at + 1 :] if m.role == "tool"}
     calls = [c for c in request.tool_calls if c.id not in answered]
     return (request, calls) if calls else None
+
+
+async def waiting(
+    memory: Memory, agent_id: str, conversation_id: str | None
+) -> tuple[MessageData, list[ToolCallData]] | None:
+    """The conversation's step waiting for answers (approvals, client results), if any."""
+    from agents.context import order_context
+
+    conv_id = conversation_id or default_conversation_id(agent_id)
+    return pending_in(order_context(await memory.messages.in_context(conv_id)))
 
 
 def answers_json(answers: Sequence[Answer]) -> str:

@@ -41,6 +41,7 @@ from agents.tool_steps import (
 from agents.tools import REGISTRY, ToolContext
 from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
+from agents.tools.mcp_tools import McpTools
 from agents.tools.registry import Tool, ToolRegistry
 from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
@@ -136,24 +137,23 @@ class AgentLoop:
         self.contexts = ContextCompiler()
         self.summarizer = Summarizer(memory)
         self.sandbox = Sandbox(self.config.sandbox)
+        self.mcp: McpTools | None = None  # MCP servers' tools (set by the gateway)
 
     def tools_for(self, agent: AgentData, mode: Mode, custom: Sequence[Tool] = ()) -> list[Tool]:
         names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
         return self.tools.select(names, voice=mode.voice_tools, extra=custom)
 
     async def load_tools(self, agent: AgentData, mode: Mode) -> list[Tool]:
-        """The run's tools: built-ins and the agent's custom tools (run in the sandbox)."""
+        """The run's tools: built-ins, the agent's custom tools (run in the sandbox) and MCP
+        servers' tools."""
         names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
         unknown = [n for n in names if self.tools.get(n) is None]
         rows = await self.memory.tools.by_names(agent.user_id, unknown) if unknown else []
-        return self.tools_for(agent, mode, [custom_tool(r, self.sandbox) for r in rows])
-
-    async def waiting(
-        self, agent_id: str, conversation_id: str | None
-    ) -> tuple[MessageData, list[ToolCallData]] | None:
-        """The conversation's step waiting for answers (approvals, client results), if any."""
-        conv_id = conversation_id or default_conversation_id(agent_id)
-        return pending_in(order_context(await self.memory.messages.in_context(conv_id)))
+        extra = [custom_tool(r, self.sandbox) for r in rows if r.mcp_server_id is None]
+        served = [r for r in rows if r.mcp_server_id is not None]
+        if served and self.mcp is not None:
+            extra += await self.mcp.tools(served)
+        return self.tools_for(agent, mode, extra)
 
     async def run(self, agent_id: str, inp: TurnInput) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn of a conversation (`inp.conversation_id`, default: the agent's default

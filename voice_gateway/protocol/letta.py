@@ -307,10 +307,14 @@ def custom_tool_json(t: ToolData) -> dict[str, Any]:
         "args_json_schema": None,
         "source_code": t.source_code,
         "source_type": t.source_type,
-        "tool_type": "custom",
+        "tool_type": t.tool_type,
         "tags": t.tags,
         "voice_safe": t.voice_safe,
-        "metadata_": {"voice_safe": t.voice_safe, "builtin": False},
+        "metadata_": {
+            "voice_safe": t.voice_safe,
+            "builtin": False,
+            **({"mcp_server_id": t.mcp_server_id} if t.mcp_server_id else {}),
+        },
         "created_at": iso(t.created_at),
     }
 

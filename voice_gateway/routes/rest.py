@@ -17,6 +17,7 @@ from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import (
+    rest_mcp,
     rest_memory,
     rest_messages,
     rest_models,
@@ -205,6 +206,7 @@ def routes() -> list[BaseRoute]:
         *rest_tool_actions.routes(),
         *rest_tools.routes(),
         *rest_tool_rules.routes(),
+        *rest_mcp.routes(),
         *rest_models.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]

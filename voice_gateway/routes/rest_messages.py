@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from agents.approvals import Answer
+from agents.approvals import waiting as waiting_in
 from agents.events import (
     AgentEvent,
     ApprovalRequest,
@@ -78,7 +79,7 @@ async def turn_input(
     clash = sorted({c.name for c in clients} & set(agent.tool_names))
     if clash:
         raise ApiError(422, f"client_tools may not shadow the agent's tools: {', '.join(clash)}")
-    waiting = await gw.loop.waiting(agent.id, conversation_id)
+    waiting = await waiting_in(gw.memory, agent.id, conversation_id)
     if answers is not None:
         answers = match_answers(answers, waiting)
     elif waiting is not None:
