@@ -68,7 +68,7 @@ def test_register_list_run_and_secrets(
     assert f"Bearer {TOKEN}" in mcp_server.AUTH  # the token reached the server
     tools = client.mcp_servers.tools.list(server.id)
     by_name = {t.name: t for t in tools}
-    assert set(by_name) == {"get_weather", "book_table", "slow"}
+    assert set(by_name) == {"get_weather", "forecast", "book_table", "slow"}
     assert by_name["get_weather"].tool_type == "external_mcp"
     assert by_name["get_weather"].json_schema["parameters"]["required"] == ["city"]  # type: ignore[index]
     assert by_name["get_weather"].metadata["voice_safe"] is True  # type: ignore[index]
@@ -88,7 +88,7 @@ def test_register_list_run_and_secrets(
     assert TOKEN not in sealed and "Bearer" not in sealed
     assert TOKEN.encode() not in (tmp_path / "gw.db").read_bytes()
     refreshed = httpx.patch(f"{srv.url}/v1/mcp-servers/{server.id}/refresh").json()
-    assert refreshed["tools_added"] == [] and len(refreshed["tools"]) == 3
+    assert refreshed["tools_added"] == [] and len(refreshed["tools"]) == 4
     client.mcp_servers.delete(server.id)
     assert client.mcp_servers.list() == []
     assert not [t for t in client.tools.list() if t.tool_type == "external_mcp"]
@@ -148,7 +148,7 @@ def test_stdio_server_runs_isolated(client: Letta) -> None:
         config={"mcp_server_type": "stdio", "command": sys.executable, "args": ["-c", source]},  # type: ignore[arg-type]
     )
     tools = {t.name: t for t in client.mcp_servers.tools.list(server.id)}
-    assert set(tools) == {"get_weather", "book_table", "slow"}
+    assert set(tools) == {"get_weather", "forecast", "book_table", "slow"}
     res = client.mcp_servers.tools.run(
         tools["get_weather"].id, mcp_server_id=server.id, args={"city": "Kyiv"}
     )
@@ -214,7 +214,7 @@ def test_refresh_of_a_dead_server_keeps_what_was_stored(client: Letta) -> None:
     with pytest.raises(APIStatusError) as dead:
         client.mcp_servers.refresh(server.id)
     assert dead.value.status_code in (502, 504)
-    assert len(client.mcp_servers.tools.list(server.id)) == 3
+    assert len(client.mcp_servers.tools.list(server.id)) == 4
 
 
 def test_secrets_need_a_key_and_stdio_needs_isolation(

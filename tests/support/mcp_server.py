@@ -2,7 +2,8 @@
 served over streamable HTTP or SSE on loopback (in a thread), or over stdio (this file run as
 a script: `python mcp_server.py`, as the gateway's isolated launcher starts it).
 
-Tools: `get_weather(city)` (counts its calls in `CALLS`), `book_table(people)` and `slow()`
+Tools: `get_weather(city)` (counts its calls in `CALLS`), `forecast(city)` (0.5 s),
+`book_table(people)` and `slow()`
 (sleeps longer than any test time-out). `Authorization` headers seen are kept in `AUTH`."""
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def build(name: str = "weather") -> MCPServer:
         """
         CALLS["book_table"] += 1
         return f"table booked for {people}"
+
+    @server.tool()
+    def forecast(city: str) -> str:
+        """Tomorrow's forecast for a city (a slow service: half a second).
+
+        Args:
+            city: The city name.
+        """
+        time.sleep(0.5)
+        CALLS["forecast"] += 1
+        return f"Tomorrow in {city}: light rain, 17 degrees."
 
     @server.tool()
     def slow() -> str:
