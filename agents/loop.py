@@ -228,6 +228,7 @@ class AgentLoop:
             turn_id=run.turn_id,
             source_event_id=inp.source_event_id,
             staged=inp.staged,
+            loop=self if inp.mode.name != "consult" else None,
         )
         run.unsaved = []
         if waiting is not None:  # answer the waiting calls first (unanswered ones: refused)

@@ -43,6 +43,7 @@ class ToolContext:
     now: datetime | None = None
     finished: bool = False  # set by memory_finish_edits
     staged: StagedMemory | None = None  # sleeptime: memory edits wait for the run's commit
+    loop: Any = None  # the agent loop, for agents that ask agents (None: may not ask)
 
 
 ToolFn = Callable[..., Awaitable[str]]
