@@ -47,7 +47,12 @@ def srv(gateway_factory, tmp_path: Path, fake_llm_url: str) -> ServerThread:  # 
 
 @pytest.fixture
 def client(srv: ServerThread) -> Letta:
-    return Letta(base_url=srv.url, api_key="any-key-on-loopback", timeout=60)
+    return Letta(
+        base_url=srv.url,
+        api_key="any-key-on-loopback",
+        timeout=60,
+        _strict_response_validation=True,
+    )
 
 
 def http_config(url: str, **extra: Any) -> dict[str, Any]:
@@ -223,7 +228,7 @@ def test_secrets_need_a_key_and_stdio_needs_isolation(
     gw = gateway_factory(
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'nokey.db'}", tool_namespaces=False
     )
-    c = Letta(base_url=gw.url, api_key="k", timeout=30)
+    c = Letta(base_url=gw.url, api_key="k", timeout=30, _strict_response_validation=True)
     with pytest.raises(APIStatusError) as nokey:
         c.mcp_servers.create(
             server_name="w", config=http_config(f"{mcp_http.url}/mcp", auth_token=TOKEN)

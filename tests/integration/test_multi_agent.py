@@ -19,7 +19,12 @@ def client(gateway_factory, db_url: str, fake_llm_url: str) -> Letta:  # type: i
     srv: ServerThread = gateway_factory(
         database_url=db_url, openai_base_url=fake_llm_url, openai_api_key="test"
     )
-    return Letta(base_url=srv.url, api_key="any-key-on-loopback", timeout=60)
+    return Letta(
+        base_url=srv.url,
+        api_key="any-key-on-loopback",
+        timeout=60,
+        _strict_response_validation=True,
+    )
 
 
 def test_ask_another_agent_and_wait(client: Letta, fake_llm: FakeLLM) -> None:

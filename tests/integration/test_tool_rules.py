@@ -39,7 +39,12 @@ def client(gateway_factory, db_url: str, fake_llm_url: str) -> Iterator[Letta]: 
     srv: ServerThread = gateway_factory(
         database_url=db_url, openai_base_url=fake_llm_url, openai_api_key="test"
     )
-    c = Letta(base_url=srv.url, api_key="any-key-on-loopback", timeout=60)
+    c = Letta(
+        base_url=srv.url,
+        api_key="any-key-on-loopback",
+        timeout=60,
+        _strict_response_validation=True,
+    )
     c.tools.create(source_code=LOOKUP)
     c.tools.create(source_code=NOTE)
     yield c
