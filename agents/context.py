@@ -136,6 +136,8 @@ def append_openai(
         elif m.role == "tool":
             if m.tool_call_id in live_calls:
                 out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.kind == "approval":  # the tool messages that follow carry the decision
+            continue
         elif m.kind == "summary":
             out.append(
                 {"role": "user", "content": f"[Summary of the earlier conversation]\n{m.content}"}

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agents.approvals import PendingCall
 from agents.llm.base import Usage
 from memory.models import MessageData
 
-StopReason = Literal["end_turn", "max_steps", "llm_api_error", "error", "cancelled"]
+StopReason = Literal[
+    "end_turn", "max_steps", "llm_api_error", "error", "cancelled", "requires_approval"
+]
 
 
 @dataclass(slots=True)
@@ -55,6 +58,15 @@ class ToolResult:
 
 
 @dataclass(slots=True)
+class ApprovalRequest:
+    """The run stops: these calls wait for a person's approval or the client's result (the
+    conversation's next run answers them; agents/approvals.py)."""
+
+    message_id: str
+    calls: list[PendingCall]
+
+
+@dataclass(slots=True)
 class MessageSaved:
     message: MessageData
 
@@ -73,5 +85,12 @@ class RunDone:
 
 
 AgentEvent = (
-    TextDelta | ReasoningDelta | ToolArgsDelta | ToolCallReady | ToolResult | MessageSaved | RunDone
+    TextDelta
+    | ReasoningDelta
+    | ToolArgsDelta
+    | ToolCallReady
+    | ToolResult
+    | ApprovalRequest
+    | MessageSaved
+    | RunDone
 )

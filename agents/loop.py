@@ -10,10 +10,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.approvals import Answer, ClientTool, NotWaiting, pending_in
 from agents.compiled import ContextCompiler
 from agents.context import TEXT, Mode, PromptCache, order_context, to_openai, utc_now
 from agents.events import (
     AgentEvent,
+    ApprovalRequest,
     MessageSaved,
     ReasoningDelta,
     RunDone,
@@ -26,9 +28,20 @@ from agents.events import (
 from agents.llm import LLMError, LLMProvider, LLMRegistry, LLMRequest, Usage
 from agents.locks import LocalLocks, TurnLocks
 from agents.summarizer import Summarizer
+from agents.tool_steps import (
+    REQUIRED_NOTE,
+    answer_waiting,
+    client_tool,
+    ends_run,
+    offered,
+    plan,
+    rules_of,
+    tool_message,
+)
 from agents.tools import REGISTRY, ToolContext
 from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
+from agents.tools.mcp_tools import McpTools
 from agents.tools.registry import Tool, ToolRegistry
 from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
@@ -66,6 +79,11 @@ class TurnInput:
     llm_timeout_s: float | None = None  # voice: a short wait for the model (LLMRequest.timeout_s)
     record: bool | None = None  # keep a run record (None: when the mode stores messages)
     otid: str | None = None  # the client's offline threading id of the input message
+    # answers to the conversation's waiting calls (agents/approvals.py); with them the run
+    # starts by running (or refusing) those calls, and `text` is not a message
+    answers: list[Answer] | None = None
+    answers_only: bool = False  # store the answers' results, then stop (a call that hung up)
+    client_tools: list[ClientTool] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -86,6 +104,7 @@ class _Run:
     published: bool = False
     ttft_ms: float | None = None
     record: RunRecord | None = None  # the run and its current step, stored with each step
+    rules_text: str | None = None  # the agent's tool rules, told to the model
 
     def new_message(self, role: str, **kw: object) -> MessageData:
         return MessageData(
@@ -118,17 +137,23 @@ class AgentLoop:
         self.contexts = ContextCompiler()
         self.summarizer = Summarizer(memory)
         self.sandbox = Sandbox(self.config.sandbox)
+        self.mcp: McpTools | None = None  # MCP servers' tools (set by the gateway)
 
     def tools_for(self, agent: AgentData, mode: Mode, custom: Sequence[Tool] = ()) -> list[Tool]:
         names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
         return self.tools.select(names, voice=mode.voice_tools, extra=custom)
 
     async def load_tools(self, agent: AgentData, mode: Mode) -> list[Tool]:
-        """The run's tools: built-ins and the agent's custom tools (run in the sandbox)."""
+        """The run's tools: built-ins, the agent's custom tools (run in the sandbox) and MCP
+        servers' tools."""
         names = list(mode.tool_names) if mode.tool_names is not None else agent.tool_names
         unknown = [n for n in names if self.tools.get(n) is None]
         rows = await self.memory.tools.by_names(agent.user_id, unknown) if unknown else []
-        return self.tools_for(agent, mode, [custom_tool(r, self.sandbox) for r in rows])
+        extra = [custom_tool(r, self.sandbox) for r in rows if r.mcp_server_id is None]
+        served = [r for r in rows if r.mcp_server_id is not None]
+        if served and self.mcp is not None:
+            extra += await self.mcp.tools(served)
+        return self.tools_for(agent, mode, extra)
 
     async def run(self, agent_id: str, inp: TurnInput) -> AsyncGenerator[AgentEvent, None]:
         """Run one turn of a conversation (`inp.conversation_id`, default: the agent's default
@@ -180,15 +205,19 @@ class AgentLoop:
         inp, agent = run.inp, run.agent
         provider, model = self.llms.resolve(inp.model or agent.model)
         tools = await self.load_tools(agent, inp.mode)
+        names = {t.name for t in tools}
+        tools += [client_tool(c) for c in inp.client_tools if c.name not in names]
         by_name = {t.name: t for t in tools}
+        solver = rules_of(agent)
+        run.rules_text = solver.prompt_block()
         history: list[MessageData] = []
         if inp.mode.history:
             history = order_context(
                 await self.memory.messages.in_context(run.conversation_id, run.messages_version)
             )
-        run.unsaved = [run.new_message("user", content=n, kind="note") for n in inp.notes]
-        run.unsaved.append(run.new_message("user", content=inp.text, otid=inp.otid))
-        context = history + run.unsaved
+        waiting = pending_in(history)
+        if inp.answers is not None and waiting is None:
+            raise NotWaiting("no tool call of this conversation is waiting for an answer")
         ctx = ToolContext(
             memory=self.memory,
             agent=agent,
@@ -199,7 +228,28 @@ class AgentLoop:
             turn_id=run.turn_id,
             source_event_id=inp.source_event_id,
             staged=inp.staged,
+            loop=self if inp.mode.name != "consult" else None,
         )
+        run.unsaved = []
+        if waiting is not None:  # answer the waiting calls first (unanswered ones: refused)
+            timeout, new = self.config.tool_timeout_s, run.new_message
+            run.unsaved, results, ends = await answer_waiting(
+                waiting, inp.answers, solver, by_name, ctx, timeout, new
+            )
+            for answered in results:
+                yield answered
+            if inp.answers is not None:
+                ends = ends or inp.answers_only
+                context = history + run.unsaved
+                for m in await self._save(run, [], "end_turn" if ends else None):
+                    yield m
+                if ends:
+                    yield self._done(run, "end_turn")
+                    return
+        if inp.answers is None:
+            run.unsaved += [run.new_message("user", content=n, kind="note") for n in inp.notes]
+            run.unsaved.append(run.new_message("user", content=inp.text, otid=inp.otid))
+            context = history + run.unsaved
         max_steps = inp.max_steps or self.config.max_steps
         for step in range(max_steps):
             run.steps = step + 1
@@ -207,7 +257,7 @@ class AgentLoop:
             req = LLMRequest(
                 model=model,
                 messages=messages,
-                tools=[t.schema(voice=inp.mode.voice_tools) for t in tools],
+                tools=[t.schema(voice=inp.mode.voice_tools) for t in offered(tools, solver)],
                 timeout_s=inp.llm_timeout_s,
             )
             assistant = run.current = run.new_message("assistant", step_id=new_id("step"))
@@ -229,34 +279,56 @@ class AgentLoop:
                 ToolCallData(id=c.id, name=c.name, arguments=c.arguments) for c in ordered
             ]
             if not ordered:
+                missing = solver.uncalled_required(set(by_name))
+                if missing and step < max_steps - 1:  # Letta's: the run may not end yet
+                    note = REQUIRED_NOTE.format(names=", ".join(missing))
+                    kept = [assistant] if assistant.content else []
+                    kept.append(run.new_message("user", content=note, kind="note"))
+                    for m in await self._save(run, kept):
+                        yield m
+                    context += kept
+                    continue
                 for m in await self._save(
                     run, [assistant] if assistant.content else [], "end_turn"
                 ):
                     yield m
                 yield self._done(run, "end_turn")
                 return
+            steps = plan(ordered, solver, by_name)
+            if steps.pending:
+                assistant.kind = "approval_request"
             for call in ordered:
+                if call.id in steps.violations or steps.pending:
+                    continue
                 yield ToolCallReady(
                     assistant.id, call.id, call.name, call.arguments, call.pre_exec_msg
                 )
             t_tools = time.perf_counter_ns()
-            results = await self._execute(ordered, by_name, ctx)
+            ran = [] if steps.pending else steps.run_now
+            outcomes = await self._execute(ran, by_name, ctx)
+            done_results = dict(zip([c.id for c in ran], outcomes, strict=True))
             if rec is not None and rec.step is not None:
                 rec.step.tool_execution_ns = time.perf_counter_ns() - t_tools
             tool_msgs, ends = [], False
-            for call, (ok, result) in zip(ordered, results, strict=True):
-                tool = by_name.get(call.name)
-                ends = ends or bool(tool and tool.ends_turn and ok)
-                msg = run.new_message(
-                    "tool",
-                    content=result,
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    tool_status="success" if ok else "error",
-                    step_id=assistant.step_id,
-                )
+            for call in ordered:
+                if call.id in steps.violations:
+                    ok, result = False, steps.violations[call.id]
+                elif call.id in done_results:
+                    ok, result = done_results[call.id]
+                    solver.last_output = result
+                else:
+                    continue  # waits with the approval request
+                ends = ends or (ok and ends_run(by_name.get(call.name), solver))
+                step_id = assistant.step_id
+                msg = tool_message(run.new_message, call.id, call.name, ok, result, step_id)
                 tool_msgs.append(msg)
                 yield ToolResult(msg.id, call.id, call.name, ok, result)
+            if steps.pending:
+                for m in await self._save(run, [assistant, *tool_msgs], "requires_approval"):
+                    yield m
+                yield ApprovalRequest(assistant.id, steps.pending)
+                yield self._done(run, "requires_approval")
+                return
             stop: StopReason | None = "end_turn" if ends else None
             if stop is None and step == max_steps - 1:
                 stop = "max_steps"
@@ -279,6 +351,8 @@ class AgentLoop:
         messages; the history's conversion is extended from the conversation's previous step."""
         agent, mode = run.agent, run.inp.mode
         text = self.prompts.get(agent, mode, run.identity_id)
+        if run.rules_text:
+            text = f"{text}\n\n<tool_usage_rules>\n{run.rules_text}\n</tool_usage_rules>"
         system: dict[str, Any] = {"role": "system", "content": text}
         if not mode.history:
             return context, [system, *to_openai(context)]

@@ -34,6 +34,7 @@ AGENT_FIELDS = {
     "embedding",
     "tags",
     "tool_names",
+    "tool_rules",
     "greeting",
     "voice_default",
     "context_window",
@@ -197,6 +198,24 @@ class AgentStore:
             for key, value in fields.items():
                 if key in AGENT_FIELDS:
                     setattr(row, "metadata_" if key == "metadata" else key, value)
+            row.updated_at = utcnow()
+        return await self.get(agent_id)
+
+    async def set_approval(self, agent_id: str, tool_name: str, required: bool) -> AgentData:
+        """Add or remove the `requires_approval` rule of a tool, atomically with other
+        writers (the rule list is the agent's `tool_rules`)."""
+        async with self.db.write() as s:
+            row = await s.get(Agent, agent_id, with_for_update=True)
+            if row is None:
+                raise NotFound("agent", agent_id)
+            rules = [
+                r
+                for r in row.tool_rules or []
+                if not (r.get("type") == "requires_approval" and r.get("tool_name") == tool_name)
+            ]
+            if required:
+                rules.append({"tool_name": tool_name, "type": "requires_approval"})
+            row.tool_rules = rules
             row.updated_at = utcnow()
         return await self.get(agent_id)
 

@@ -87,6 +87,7 @@ class AgentData(_Model):
     embedding: str
     tags: list[str] = Field(default_factory=list)
     tool_names: list[str] = Field(default_factory=list)
+    tool_rules: list[dict[str, Any]] = Field(default_factory=list)  # agents/tools/rules.py
     greeting: str | None = None
     voice_default: bool = False
     context_window: int | None = None
@@ -107,7 +108,9 @@ class MessageData(_Model):
     agent_id: str
     role: Role
     content: str = ""
-    kind: Literal["message", "summary", "note"] = "message"
+    # approval_request: an assistant step whose calls wait for a person or a client;
+    # approval: the answer to it (not sent to the model: the tool messages carry it)
+    kind: Literal["message", "summary", "note", "approval_request", "approval"] = "message"
     seq: int | None = None
     conversation_id: str | None = None
     identity_id: str | None = None

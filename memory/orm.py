@@ -80,6 +80,7 @@ class Agent(Base):
     embedding: Mapped[str] = mapped_column(String(200))
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     tool_names: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    tool_rules: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
     greeting: Mapped[str | None] = mapped_column(Text)
     voice_default: Mapped[bool] = mapped_column(Boolean, default=False)
     context_window: Mapped[int | None] = mapped_column(Integer)
@@ -229,7 +230,8 @@ class Message(Base):
     turn_id: Mapped[str | None] = mapped_column(String(64))
     step_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))  # system | user | assistant | tool
-    kind: Mapped[str] = mapped_column(String(16), default="message")  # message|summary|note
+    # message | summary | note | approval_request | approval (agents/approvals.py)
+    kind: Mapped[str] = mapped_column(String(16), default="message")
     content: Mapped[str] = mapped_column(Text, default="")
     reasoning: Mapped[str | None] = mapped_column(Text)
     tool_calls: Mapped[list[Any]] = mapped_column(JSON, default=list)
@@ -354,7 +356,33 @@ class Tool(Base):
     tool_type: Mapped[str] = mapped_column(String(40), default="custom")
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     voice_safe: Mapped[bool] = mapped_column(Boolean, default=False)
+    mcp_server_id: Mapped[str | None] = mapped_column(String(64), index=True)  # MCP tools
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class McpServer(Base):
+    """An MCP server a user registered (migration 0007); secrets are stored encrypted."""
+
+    __tablename__ = "mcp_servers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    server_name: Mapped[str] = mapped_column(String(100))
+    server_type: Mapped[str] = mapped_column(String(20))  # streamable_http | sse | stdio
+    server_url: Mapped[str | None] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text)
+    args: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    secrets: Mapped[str | None] = mapped_column(Text)  # Fernet token of {token, headers, env}
+    voice_safe_tools: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+Index(
+    "uq_mcp_servers_owner_name",
+    func.coalesce(McpServer.user_id, ""),
+    McpServer.server_name,
+    unique=True,
+)
 
 
 # one name per owner (server tools: user_id NULL); migration 0004

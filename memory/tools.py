@@ -34,6 +34,7 @@ class ToolData(BaseModel):
     tool_type: str = "custom"
     tags: list[str]
     voice_safe: bool = False
+    mcp_server_id: str | None = None
     created_at: datetime
 
 

@@ -18,7 +18,6 @@ from memory.models import BlockSpec, MessageData, ToolCallData
 from memory.orm import new_id
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.agent_file import AgentFile, AgentIn, BlockIn, MessageIn, ToolIn
-from voice_gateway.protocol.agent_file_out import TOOL_RULES_KEY
 from voice_gateway.protocol.letta import MAX_CONTEXT_WINDOW
 from voice_gateway.tool_isolation import refuse_if_unisolated
 
@@ -118,8 +117,6 @@ class Planner:
                 skipped.append(tools_by_id[ref].name)
         metadata = dict(a.metadata or {})
         extras = metadata.pop(EXTRAS_KEY, None) or {}
-        if a.tool_rules:
-            metadata[TOOL_RULES_KEY] = [r.model_dump(exclude_none=True) for r in a.tool_rules]
         if skipped:
             metadata[SKIPPED_KEY] = skipped
         if a.max_files_open is not None:
@@ -137,6 +134,8 @@ class Planner:
             "tool_names": list(dict.fromkeys(names)),
             "tags": a.tags or [],
             "metadata": metadata,
+            # enforced by the agent loop (agents/tools/rules.py)
+            "tool_rules": [r.model_dump(exclude_none=True) for r in a.tool_rules or []],
             "context_window": window,
             "greeting": extras.get("greeting") if isinstance(extras, dict) else None,
             "voice_default": bool(extras.get("voice_default"))

@@ -19,7 +19,10 @@ from agents.llm import LLMRegistry
 from agents.locks import RedisLocks
 from agents.loop import AgentLoop, LoopConfig
 from agents.memory_events import MemoryEvents
+from agents.tools.mcp_client import McpPool
+from agents.tools.mcp_tools import McpTools, jailed_launcher
 from agents.tools.sandbox import SandboxConfig
+from memory.mcp_servers import McpServerStore
 from memory.service import Memory
 from memory.usage import UsageStore
 from voice_gateway.auth import Auth
@@ -81,6 +84,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
     )
     await check_tool_isolation(gw)
+    loop.mcp = mcp_tools(gw)
     if settings.voice:
         from voice_gateway.pipeline.services import VoiceServices
 
@@ -103,6 +107,14 @@ async def open_gateway(settings: Settings) -> Gateway:
     return gw
 
 
+def mcp_tools(gw: Gateway) -> McpTools:
+    """MCP servers' tools: pooled sessions; stdio servers only inside the tool isolation."""
+    s = gw.settings
+    launcher = jailed_launcher(strict=not s.sandbox_allow_weak, memory_mb=s.tool_memory_mb * 2)
+    pool = McpPool(launcher, connect_timeout_s=s.mcp_connect_timeout_s)
+    return McpTools(McpServerStore(gw.memory.db, s.secrets_key), pool, s.mcp_timeout_s)
+
+
 async def close_gateway(gw: Gateway) -> None:
     if gw.webrtc is not None:
         await gw.webrtc.aclose()
@@ -117,6 +129,8 @@ async def close_gateway(gw: Gateway) -> None:
     if gw.voice is not None:
         await gw.voice.aclose()
     await gw.llms.aclose()
+    if gw.loop.mcp is not None:
+        await gw.loop.mcp.pool.aclose()
     await gw.memory.close()
 
 

@@ -114,6 +114,11 @@ class Settings(BaseSettings):
     # Without namespaces custom tools are refused (start log, 403 on creation, tool error on
     # call); 1: run them with the remaining layers anyway (SECURITY.md)
     sandbox_allow_weak: bool = False
+    # MCP servers (docs/tools.md): time-out of a tool call / listing, and of opening a session
+    mcp_timeout_s: float = Field(8.0, gt=0, le=600)
+    mcp_connect_timeout_s: float = Field(8.0, gt=0, le=600)
+    # key for secrets stored encrypted at rest (MCP tokens, headers, env); unset: none stored
+    secrets_key: str | None = None
 
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
     llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
@@ -163,6 +168,7 @@ class Settings(BaseSettings):
         values = (
             self.api_key,
             self.session_secret,
+            self.secrets_key,
             self.openai_api_key,
             self.deepgram_api_key,
             self.twilio_auth_token,

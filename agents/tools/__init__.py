@@ -1,6 +1,6 @@
 """Tools: the registry and the built-in memory tools (imported here so they register)."""
 
-from agents.tools import base_tools, file_tools, memory_tools, search_tools
+from agents.tools import base_tools, file_tools, memory_tools, multi_agent, search_tools
 from agents.tools.registry import PRE_EXEC_MSG, REGISTRY, Tool, ToolContext, ToolError
 
 BASE_TOOLS = [
@@ -30,5 +30,6 @@ __all__ = [
     "base_tools",
     "file_tools",
     "memory_tools",
+    "multi_agent",
     "search_tools",
 ]

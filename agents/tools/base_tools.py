@@ -17,6 +17,9 @@ LETTA_TOOL_TYPES = {
     "memory_replace": "letta_memory_core",
     "memory_rethink": "letta_sleeptime_core",
     "memory_finish_edits": "letta_sleeptime_core",
+    "send_message_to_agent_and_wait_for_reply": "letta_multi_agent_core",
+    "send_message_to_agents_matching_tags": "letta_multi_agent_core",
+    "send_message_to_agent_async": "letta_multi_agent_core",
 }
 
 

@@ -43,6 +43,7 @@ class ToolContext:
     now: datetime | None = None
     finished: bool = False  # set by memory_finish_edits
     staged: StagedMemory | None = None  # sleeptime: memory edits wait for the run's commit
+    loop: Any = None  # the agent loop, for agents that ask agents (None: may not ask)
 
 
 ToolFn = Callable[..., Awaitable[str]]
@@ -57,6 +58,7 @@ class Tool:
     voice_safe: bool = False
     ends_turn: bool = False
     tags: list[str] = field(default_factory=list)
+    client: bool = False  # run by the caller's client (agents/approvals.py), never here
 
     def schema(self, *, voice: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {

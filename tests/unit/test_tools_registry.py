@@ -63,7 +63,15 @@ def test_unsupported_parameter_type_is_rejected() -> None:
 
 def test_builtins_registered_with_voice_flags() -> None:
     voice = {t.name for t in REGISTRY.all() if t.voice_safe}
-    assert voice == {"search_memory", "archival_memory_search", "conversation_search"}
+    assert voice == {
+        "search_memory",
+        "archival_memory_search",
+        "conversation_search",
+        # agents that ask agents: the caller hears the filler while the other agent answers
+        "send_message_to_agent_and_wait_for_reply",
+        "send_message_to_agents_matching_tags",
+        "send_message_to_agent_async",
+    }
     for name in (
         "core_memory_append",
         "core_memory_replace",

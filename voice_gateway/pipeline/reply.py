@@ -10,7 +10,15 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents.events import RunDone, TextDelta, ToolArgsDelta, ToolCallReady, ToolResult
+from agents.approvals import Answer
+from agents.events import (
+    ApprovalRequest,
+    RunDone,
+    TextDelta,
+    ToolArgsDelta,
+    ToolCallReady,
+    ToolResult,
+)
 from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
 from memory.models import NotFound, TranscriptEvent
@@ -36,6 +44,7 @@ class UserTurn:
     stt_ms: float = 0.0
     received_at: float = field(default_factory=time.monotonic)
     greeting: bool = False
+    answers: list[Answer] | None = None  # the caller's (or app's) answer to waiting calls
 
 
 class Reply:
@@ -118,6 +127,8 @@ class Reply:
             notes=self.turn.notes,
             publish=False,
             llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
+            answers=self.turn.answers,
+            client_tools=self.s.client_tools,
         )
         self.t_llm_start = time.monotonic()
         try:
@@ -172,6 +183,14 @@ class Reply:
                     await self.s.send(
                         "response.tool_result", item_id=self.item_id, name=ev.name, ok=ev.ok
                     )
+                elif isinstance(ev, ApprovalRequest):  # read the action back, then wait
+                    question = await self.s.approvals.requested(ev)
+                    if question:
+                        self._say(splitter.flush(), current)
+                        await self.s.send(
+                            "response.text.delta", item_id=self.item_id, text=question
+                        )
+                        self.speaker.say(question, None)
                 elif isinstance(ev, RunDone):
                     self.stop_reason = ev.stop_reason
                     if ev.stop_reason == "error" and await self._conversation_gone():

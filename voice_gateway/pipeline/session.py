@@ -7,16 +7,19 @@ call (LLM stream, TTS, STT) is cancelled and what was said is stored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
 from memory.models import AgentData, TranscriptEvent
 from memory.orm import new_id, utcnow
 from voice_gateway.logs import call_id
+from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.audio import StreamingResampler
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -26,6 +29,7 @@ from voice_gateway.pipeline.transport import (
     CLOSE_NORMAL,
     CLOSE_NOT_FOUND,
     CLOSE_RESTART,
+    Answered,
     AudioIn,
     Closed,
     Control,
@@ -95,6 +99,8 @@ class VoiceSession:
         self.ended = asyncio.Event()  # run() returned
         self.closing = False  # shutting down: queued and new turns are dropped
         self.last_played: tuple[str, int] = ("", 0)  # (item id, ms) of the last client mark
+        self.approvals = CallApprovals(self.send)  # calls waiting for the caller or client
+        self.client_tools: list[ClientTool] = []
 
     async def send(self, type_: str, **fields: Any) -> None:
         await self.transport.send_event({"type": type_, **fields})
@@ -136,6 +142,7 @@ class VoiceSession:
                     task.cancel()
         finally:
             await stt.aclose()
+            await self._refuse_waiting()
             await self._publish_call_end()
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
@@ -154,6 +161,7 @@ class VoiceSession:
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
         self.identity_id = opened.identity_id
+        self.client_tools = [ClientTool(**t) for t in info.extra.get("client_tools", [])]
         await self.send(
             "session.started",
             session_id=self.session_id,
@@ -181,6 +189,8 @@ class VoiceSession:
                     )
             elif isinstance(item, Notes):
                 self.pending_notes += item.notes
+            elif isinstance(item, Answered):
+                await self._answered(item.answer)
             elif isinstance(item, Control):
                 if item.kind == "cancel":
                     self.interrupt("client")
@@ -275,9 +285,49 @@ class VoiceSession:
                     # the caller is talking again: fold this utterance into the next one
                     self.carry_text = turn.text
                     continue
+                if turn.answers is None and not turn.greeting:
+                    answers = self.approvals.spoken(turn.text)  # yes / no to a read-back
+                    if isinstance(answers, str):
+                        await self.speak_phrase(answers)  # re-asked once
+                        continue
+                    turn.answers = answers
                 await self._respond(turn)
             finally:
                 self.busy = False
+
+    async def _answered(self, answer: Answer) -> None:
+        """`approval.response` / `tool.result`: the run goes on once nothing else waits; an
+        answer for nothing waiting is an error event, and the call goes on."""
+        got = self.approvals.answered(answer)
+        if isinstance(got, str):
+            await self.transport.error("unknown_call", got)
+        elif got:
+            self.interrupt("client")
+            await self.turns.put(UserTurn("", new_id("turn"), answers=got))
+
+    async def _refuse_waiting(self) -> None:
+        """The call ended while calls waited: the loop refuses them (nothing runs)."""
+        answers = self.approvals.hung_up()
+        if not answers:
+            return
+        from agents.loop import TurnInput
+        from agents.voice import VOICE
+
+        inp = TurnInput(
+            text="",
+            mode=VOICE,
+            conversation_id=self.conversation_id,
+            source=self.transport.source,
+            publish=False,
+            answers=answers,
+            answers_only=True,
+        )
+        try:
+            async with contextlib.aclosing(self.gw.loop.run(self.agent_id, inp)) as events:
+                async for _ in events:
+                    pass
+        except Exception:
+            log.exception("could not refuse the calls waiting at hang-up")
 
     async def _finish_stt(self) -> str | Exception:
         """STT result or its error (a task in the call's TaskGroup must not raise)."""

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from agents.approvals import Answer
 from memory.models import Source
 
 # Close codes (RFC 6455 + ours)
@@ -57,7 +58,14 @@ class Closed:
     code: int
 
 
-Inbound = AudioIn | TextIn | Played | Control | Notes | Closed
+@dataclass(slots=True)
+class Answered:
+    """The client's answer to a waiting call: `approval.response` or `tool.result`."""
+
+    answer: Answer
+
+
+Inbound = AudioIn | TextIn | Played | Control | Notes | Closed | Answered
 
 
 @dataclass(slots=True)

@@ -120,7 +120,9 @@ def agent_file(
     provider, _, model = agent.model.partition("/")
     emb_provider, _, emb_model = agent.embedding.partition("/")
     metadata = dict(agent.metadata)
-    rules = metadata.pop(TOOL_RULES_KEY, None) or []
+    # the agent's enforced rules (files imported before rules were enforced kept them here)
+    rules = agent.tool_rules or metadata.pop(TOOL_RULES_KEY, None) or []
+    metadata.pop(TOOL_RULES_KEY, None)
     system = MessageData(id="", agent_id=agent.id, role="system", content=system_prompt)
     system.created_at = agent.created_at
     out_messages = [_message(system, "message-0", "agent-0", model)]

@@ -19,6 +19,13 @@ class ProtocolError(ValueError):
         self.code = code
 
 
+class ClientToolSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+    description: str = Field("", max_length=10_000)
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
 class AudioFormat(BaseModel):
     model_config = ConfigDict(extra="ignore")
     encoding: Literal["pcm16"] = "pcm16"
@@ -34,6 +41,9 @@ class SessionStart(BaseModel):
     # the caller (your app's user id): with an API key (or open loopback mode) only; a session
     # token carries its own caller
     caller: str | None = None
+    # tools this client runs (Letta's client_tools: name, description, parameters); a call
+    # of one is sent as `tool.call` and answered with `tool.result`
+    client_tools: list[ClientToolSpec] = Field(default_factory=list, max_length=50)
 
 
 class InputText(BaseModel):
@@ -55,17 +65,54 @@ class SessionEnd(BaseModel):
     type: Literal["session.end"]
 
 
+class ApprovalResponse(BaseModel):
+    type: Literal["approval.response"]
+    call_id: str = Field(min_length=1, max_length=128)
+    approve: bool
+    reason: str | None = Field(None, max_length=2000)
+
+
+class ToolResultIn(BaseModel):
+    type: Literal["tool.result"]
+    call_id: str = Field(min_length=1, max_length=128)
+    result: str = Field(max_length=100_000)
+    status: Literal["success", "error"] = "success"
+
+
 ClientEvent = Annotated[
-    SessionStart | InputText | AudioPlayed | ResponseCancel | SessionEnd,
+    SessionStart
+    | InputText
+    | AudioPlayed
+    | ResponseCancel
+    | SessionEnd
+    | ApprovalResponse
+    | ToolResultIn,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(ClientEvent)
-KNOWN_TYPES = ("session.start", "input_text", "audio.played", "response.cancel", "session.end")
+KNOWN_TYPES = (
+    "session.start",
+    "input_text",
+    "audio.played",
+    "response.cancel",
+    "session.end",
+    "approval.response",
+    "tool.result",
+)
 
 
-def parse_client_event(
-    text: str,
-) -> SessionStart | InputText | AudioPlayed | ResponseCancel | SessionEnd:
+ClientEventT = (
+    SessionStart
+    | InputText
+    | AudioPlayed
+    | ResponseCancel
+    | SessionEnd
+    | ApprovalResponse
+    | ToolResultIn
+)
+
+
+def parse_client_event(text: str) -> ClientEventT:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

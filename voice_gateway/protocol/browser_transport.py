@@ -9,8 +9,10 @@ from typing import Any
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from agents.approvals import Answer
 from voice_gateway.pipeline.transport import (
     CLOSE_TOO_BIG,
+    Answered,
     AudioIn,
     Closed,
     Control,
@@ -21,12 +23,14 @@ from voice_gateway.pipeline.transport import (
 )
 from voice_gateway.protocol.browser import (
     MAX_BINARY_FRAME,
+    ApprovalResponse,
     AudioPlayed,
     InputText,
     ProtocolError,
     ResponseCancel,
     SessionEnd,
     SessionStart,
+    ToolResultIn,
     parse_client_event,
 )
 from voice_gateway.protocol.socket import SocketTransport
@@ -85,7 +89,7 @@ class BrowserTransport(SocketTransport):
                 output_rate=event.output_audio.sample_rate,
                 conversation_id=event.conversation_id,
                 agent_id=self.agent_id,
-                extra={},
+                extra={"client_tools": [t.model_dump() for t in event.client_tools]},
                 caller=event.caller,
             )
 
@@ -113,14 +117,9 @@ class BrowserTransport(SocketTransport):
             except ProtocolError as exc:
                 await self.error(exc.code, str(exc))
                 continue
-            if isinstance(event, InputText):
-                return TextIn(event.text, [])
-            if isinstance(event, AudioPlayed):
-                return Played(event.item_id, event.played_ms)
-            if isinstance(event, ResponseCancel):
-                return Control("cancel")
-            if isinstance(event, SessionEnd):
-                return Control("end")
+            inbound = inbound_of(event)
+            if inbound is not None:
+                return inbound
             await self.error("already_started", "session.start was sent twice; ignored")
 
     async def send_event(self, event: dict[str, Any]) -> None:
@@ -141,3 +140,23 @@ class BrowserTransport(SocketTransport):
 
     async def clear_audio(self) -> None:
         await self.send_event({"type": "audio.clear"})
+
+
+def inbound_of(event: object) -> Inbound | None:
+    """What a client event of a started call means to the session (the voice socket's and the
+    WebRTC data channel's alike); None for a second `session.start`."""
+    if isinstance(event, InputText):
+        return TextIn(event.text, [])
+    if isinstance(event, AudioPlayed):
+        return Played(event.item_id, event.played_ms)
+    if isinstance(event, ResponseCancel):
+        return Control("cancel")
+    if isinstance(event, SessionEnd):
+        return Control("end")
+    if isinstance(event, ApprovalResponse):
+        return Answered(Answer(event.call_id, approve=event.approve, reason=event.reason))
+    if isinstance(event, ToolResultIn):
+        return Answered(
+            Answer(event.call_id, "tool", tool_return=event.result, status=event.status)
+        )
+    return None

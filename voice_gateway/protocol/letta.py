@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.approvals import Answer, ClientTool, answers_of
 from agents.llm.providers import PROVIDERS
 from agents.tools import REGISTRY
 from agents.tools.base_tools import LETTA_TOOL_TYPES
@@ -83,6 +84,7 @@ class AgentCreate(_Body):
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool = False
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
+    tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
 
     @field_validator("tools", mode="before")
@@ -106,12 +108,56 @@ class AgentUpdate(_Body):
     greeting: str | None = Field(None, max_length=2000)
     voice_default: bool | None = None
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
+    tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
+
+
+class AnswerIn(_Body):
+    """One entry of an approval message's `approvals`: Letta's ApprovalReturn or ToolReturn."""
+
+    type: Literal["approval", "tool"] = "approval"
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    approve: bool | None = None
+    reason: str | None = Field(None, max_length=2000)
+    tool_return: str | list[dict[str, Any]] = ""
+    status: Literal["success", "error"] = "success"
+
+    def answer(self) -> Answer:
+        if self.type == "tool":
+            text = self.tool_return
+            if not isinstance(text, str):
+                text = "".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
+            return Answer(self.tool_call_id, "tool", tool_return=text, status=self.status)
+        return Answer(self.tool_call_id, approve=bool(self.approve), reason=self.reason)
+
+
+class ClientToolIn(_Body):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+    description: str | None = Field(None, max_length=10_000)
+    parameters: dict[str, Any] | None = None
+
+    def spec(self) -> ClientTool:
+        params = self.parameters or {}
+        return ClientTool(
+            self.name,
+            self.description or "",
+            {
+                "type": "object",
+                "properties": dict(params.get("properties") or {}),
+                "required": list(params.get("required") or []),
+            },
+        )
 
 
 class MessageIn(_Body):
     role: Literal["user", "system", "assistant"] = "user"  # Letta's MessageCreate roles
     content: str | list[dict[str, Any]] = ""
     otid: str | None = Field(None, max_length=64)
+    # Letta's ApprovalCreate (`type: "approval"`): `approvals`, or the older single decision
+    type: Literal["message", "approval"] | None = None
+    approvals: list[AnswerIn] | None = Field(None, max_length=100)
+    approve: bool | None = None
+    approval_request_id: str | None = Field(None, max_length=128)
+    reason: str | None = Field(None, max_length=2000)
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -129,6 +175,18 @@ class MessagesRequest(_Body):
     max_steps: int | None = Field(None, ge=1, le=50)
     conversation_id: str | None = Field(None, max_length=64)
     include_return_message_types: list[MessageType] | None = None
+    client_tools: list[ClientToolIn] | None = Field(None, max_length=100)
+
+    def answers(self) -> list[Answer] | None:
+        """The approval message's answers (None: no approval message). The older single
+        decision answers every waiting call (`tool_call_id` "*")."""
+        given = [m for m in self.messages or [] if m.type == "approval"]
+        if not given:
+            return None
+        m = given[-1]
+        if m.approvals is not None:
+            return [a.answer() for a in m.approvals]
+        return [Answer("*", approve=bool(m.approve), reason=m.reason)]
 
     def otid(self) -> str | None:
         users = [m for m in self.messages or [] if m.role in ("user", "system")]
@@ -249,10 +307,14 @@ def custom_tool_json(t: ToolData) -> dict[str, Any]:
         "args_json_schema": None,
         "source_code": t.source_code,
         "source_type": t.source_type,
-        "tool_type": "custom",
+        "tool_type": t.tool_type,
         "tags": t.tags,
         "voice_safe": t.voice_safe,
-        "metadata_": {"voice_safe": t.voice_safe, "builtin": False},
+        "metadata_": {
+            "voice_safe": t.voice_safe,
+            "builtin": False,
+            **({"mcp_server_id": t.mcp_server_id} if t.mcp_server_id else {}),
+        },
         "created_at": iso(t.created_at),
     }
 
@@ -299,6 +361,7 @@ def agent_json(
         "blocks": blocks,
         "tools": tools,
         "tags": a.tags,
+        "tool_rules": a.tool_rules,
         "sources": [],
         "metadata": a.metadata,
         "greeting": a.greeting,
@@ -324,6 +387,8 @@ def _base(m: MessageData, message_type: str) -> dict[str, Any]:
 def letta_messages(m: MessageData) -> list[dict[str, Any]]:
     """One stored message as Letta messages (an assistant step can be several)."""
     if m.role == "user":
+        if m.kind == "approval":
+            return [approval_response_json(m)]
         if m.kind == "message":
             return [{**_base(m, "user_message"), "content": m.content}]
         return [{**_base(m, "system_message"), "content": m.content}]
@@ -347,10 +412,28 @@ def letta_messages(m: MessageData) -> list[dict[str, Any]]:
         if m.produced is not None:
             msg["generated_content"] = m.produced  # what the model said before the cut
         out.append(msg)
-    for tc in m.tool_calls:
-        call = {"name": tc.name, "arguments": tc.arguments, "tool_call_id": tc.id}
+    calls = [{"name": c.name, "arguments": c.arguments, "tool_call_id": c.id} for c in m.tool_calls]
+    if m.kind == "approval_request" and calls:
+        out.append(
+            {**_base(m, "approval_request_message"), "tool_call": calls[0], "tool_calls": calls}
+        )
+        return out
+    for call in calls:
         out.append({**_base(m, "tool_call_message"), "tool_call": call, "tool_calls": [call]})
     return out
+
+
+def approval_response_json(m: MessageData) -> dict[str, Any]:
+    """A stored answer as Letta's approval_response_message (`approve` / `reason`: the first
+    decision's, as Letta's older single-decision shape)."""
+    approvals = answers_of(m)
+    first = next((a for a in approvals if a.get("type") == "approval"), None)
+    return {
+        **_base(m, "approval_response_message"),
+        "approvals": approvals,
+        "approve": first.get("approve") if first else None,
+        "reason": first.get("reason") if first else None,
+    }
 
 
 def passage_json(p: PassageData) -> dict[str, Any]:

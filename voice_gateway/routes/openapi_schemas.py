@@ -20,6 +20,7 @@ from voice_gateway.protocol.letta import (
     ToolUpdate,
 )
 from voice_gateway.protocol.openai_chat import CHAT_ROLES
+from voice_gateway.routes.rest_mcp import McpServerIn, McpServerPatch, ToolRunIn
 from voice_gateway.routes.rest_tool_actions import ToolRun, ToolSearch
 
 Schema = dict[str, Any]
@@ -220,6 +221,12 @@ OPS: dict[tuple[str, str], Op] = {
         )
     ),
     ("attach_tool", "patch"): Op(response=ref("Agent")),
+    ("update_approval", "patch"): Op(obj({"requires_approval": BOOL}), response=ref("Agent")),
+    ("create_server", "post"): Op(McpServerIn, status=201),
+    ("update_server", "patch"): Op(McpServerPatch),
+    ("run_server_tool", "post"): Op(ToolRunIn),
+    ("list_server_tools", "get"): Op(response=arr(ref("Tool"))),
+    ("get_server_tool", "get"): Op(response=ref("Tool")),
     ("detach_tool", "patch"): Op(response=ref("Agent")),
     ("create_voice_session", "post"): Op(status=201, response=ref("VoiceSession")),
     ("voice_webhook", "post"): Op(

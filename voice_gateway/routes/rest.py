@@ -18,10 +18,12 @@ from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import (
     rest_agent_files,
+    rest_mcp,
     rest_memory,
     rest_messages,
     rest_models,
     rest_tool_actions,
+    rest_tool_rules,
     rest_tools,
 )
 from voice_gateway.routes.http import parse_body, query_choice, query_int
@@ -84,6 +86,7 @@ async def create_agent(request: Request) -> JSONResponse:
         if body.memory_blocks is not None
         else [BlockSpec(label="persona", value=DEFAULT_PERSONA), BlockSpec(label="human", value="")]
     )
+    rules = await rest_tool_rules.checked_rules(request, body.tool_rules or [], principal.user_id)
     labels = [b.label for b in blocks]
     if len(set(labels)) != len(labels):
         raise ApiError(422, "memory block labels must be unique")
@@ -96,6 +99,7 @@ async def create_agent(request: Request) -> JSONResponse:
         model=model,
         embedding=embedding,
         tool_names=tools,
+        tool_rules=rules,
         tags=body.tags,
         metadata=body.metadata,
         greeting=body.greeting,
@@ -163,6 +167,10 @@ async def update_agent(request: Request) -> JSONResponse:
     if body.tools is not None:
         fields.pop("tools", None)
         fields["tool_names"] = body.tools
+    if body.tool_rules is not None:
+        fields["tool_rules"] = await rest_tool_rules.checked_rules(
+            request, body.tool_rules, agent.user_id
+        )
     if "context_window_limit" in fields:
         fields["context_window"] = fields.pop("context_window_limit")
     updated = await gw.memory.agents.update(agent.id, **fields)
@@ -199,6 +207,8 @@ def routes() -> list[BaseRoute]:
         *rest_memory.routes(),
         *rest_tool_actions.routes(),
         *rest_tools.routes(),
+        *rest_tool_rules.routes(),
+        *rest_mcp.routes(),
         *rest_models.routes(),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
     ]

@@ -141,7 +141,7 @@ async def send_conversation_message(request: Request) -> Response:
     gw = request.app.state.gw
     body = await parse_body(request, ConversationMessages)
     agent, conv = await access.conversation(request, _cid(request), body.agent_id)
-    return await respond(gw, agent.id, turn_input(body, conv.id), body)
+    return await respond(gw, agent.id, await turn_input(gw, agent, body, conv.id), body)
 
 
 async def list_conversation_messages(request: Request) -> JSONResponse:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from agents.approvals import Answer
+from agents.approvals import waiting as waiting_in
 from agents.events import (
     AgentEvent,
+    ApprovalRequest,
     MessageSaved,
     ReasoningDelta,
     RunDone,
@@ -58,16 +62,59 @@ async def _turn(request: Request) -> tuple[Any, str, TurnInput, MessagesRequest]
     body = await parse_body(request, MessagesRequest)
     if body.conversation_id is not None:  # one of this agent's conversations, or 404
         await gw.memory.conversations.get(body.conversation_id, agent.id)
-    return gw, agent.id, turn_input(body, body.conversation_id), body
+    inp = await turn_input(gw, agent, body, body.conversation_id)
+    return gw, agent.id, inp, body
 
 
-def turn_input(body: MessagesRequest, conversation_id: str | None) -> TurnInput:
+async def turn_input(
+    gw: Any, agent: Any, body: MessagesRequest, conversation_id: str | None
+) -> TurnInput:
+    """The run's input: a user message, or the answers to the conversation's waiting calls
+    (409 when it waits for none, or when a message comes while it waits)."""
+    answers = body.answers()
     text = body.user_text()
-    if text is None:
+    if text is None and answers is None:
         raise ApiError(422, "messages must include a user message with text content")
+    clients = [c.spec() for c in body.client_tools or []]
+    clash = sorted({c.name for c in clients} & set(agent.tool_names))
+    if clash:
+        raise ApiError(422, f"client_tools may not shadow the agent's tools: {', '.join(clash)}")
+    waiting = await waiting_in(gw.memory, agent.id, conversation_id)
+    if answers is not None:
+        answers = match_answers(answers, waiting)
+    elif waiting is not None:
+        names = ", ".join(c.name for c in waiting[1])
+        raise ApiError(
+            409,
+            f"the conversation waits for an approval or a client tool result ({names}): "
+            "answer it with an approval message first",
+        )
     return TurnInput(
-        text=text, conversation_id=conversation_id, max_steps=body.max_steps, otid=body.otid()
+        text=text or "",
+        conversation_id=conversation_id,
+        max_steps=body.max_steps,
+        otid=body.otid(),
+        answers=answers,
+        client_tools=clients,
     )
+
+
+def match_answers(answers: list[Answer], waiting: Any) -> list[Answer]:
+    """Answers by the waiting calls' ids ("*" or the request's message id: every call); an
+    answer for no waiting call is a 409."""
+    if waiting is None:
+        raise ApiError(409, "no tool call of this conversation is waiting for an approval")
+    request, calls = waiting
+    ids = {c.id for c in calls}
+    out: list[Answer] = []
+    for a in answers:
+        if a.call_id in ("*", request.id):
+            out += [replace(a, call_id=c.id) for c in calls]
+        elif a.call_id in ids:
+            out.append(a)
+        else:
+            raise ApiError(409, f"tool call {a.call_id!r} is not waiting for an answer")
+    return out
 
 
 async def send_message(request: Request) -> Response:
@@ -186,6 +233,20 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
                     "message_type": "tool_call_message",
                     "tool_call": call,
                     "tool_calls": [call],
+                }
+            ]
+        if isinstance(ev, ApprovalRequest):
+            calls = [
+                {"name": c.name, "arguments": c.arguments, "tool_call_id": c.call_id}
+                for c in ev.calls
+            ]
+            return [
+                {
+                    "id": ev.message_id,
+                    "date": now,
+                    "message_type": "approval_request_message",
+                    "tool_call": calls[0],
+                    "tool_calls": calls,
                 }
             ]
         if isinstance(ev, ToolResult):

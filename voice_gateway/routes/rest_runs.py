@@ -195,7 +195,7 @@ async def send_async(request: Request) -> JSONResponse:
     body = await parse_body(request, AsyncMessagesRequest)
     if body.conversation_id is not None:
         await gw.memory.conversations.get(body.conversation_id, agent.id)
-    inp = message_turn(body, body.conversation_id)
+    inp = await message_turn(gw, agent, body, body.conversation_id)
     config = {"include_return_message_types": body.include_return_message_types}
     active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config)
     return JSONResponse(run_json(await gw.memory.runs.get(active.run_id)))

@@ -23,20 +23,16 @@ from voice_gateway.pipeline.transport import (
     Closed,
     Control,
     Inbound,
-    Played,
     StartInfo,
-    TextIn,
     Transport,
 )
 from voice_gateway.protocol.browser import (
-    AudioPlayed,
-    InputText,
+    ClientEvent,
     ProtocolError,
-    ResponseCancel,
-    SessionEnd,
     SessionStart,
     parse_client_event,
 )
+from voice_gateway.protocol.browser_transport import inbound_of
 from voice_gateway.webrtc.media import IN_RATE, OUT_RATE, Downmix, ReplyTrack
 
 log = logging.getLogger(__name__)
@@ -52,7 +48,7 @@ class PeerState(enum.Enum):
     CLOSED = "closed"  # by us or by the peer; the peer connection is (being) closed
 
 
-Item = Inbound | SessionStart | InputText | AudioPlayed | ResponseCancel | SessionEnd
+Item = Inbound | ClientEvent
 
 
 class WebRTCTransport(Transport):
@@ -170,14 +166,9 @@ class WebRTCTransport(Transport):
             item = await self.inbox.get()
             if isinstance(item, AudioIn | Closed | Control):
                 return item
-            if isinstance(item, InputText):
-                return TextIn(item.text, [])
-            if isinstance(item, AudioPlayed):
-                return Played(item.item_id, item.played_ms)
-            if isinstance(item, ResponseCancel):
-                return Control("cancel")
-            if isinstance(item, SessionEnd):
-                return Control("end")
+            inbound = inbound_of(item)
+            if inbound is not None:
+                return inbound
             await self.error("already_started", "session.start was sent twice; ignored")
 
     def _send_now(self, event: dict[str, Any]) -> None:

@@ -51,6 +51,8 @@ const vg = {
   replies: [],
   metrics: [],
   memoryUpdates: [],
+  clientTools: [], // client tool calls this page ran: {name, status}
+  approvals: [], // approval requests shown: {callId, name, prompt}
   blocks: {},
   callerBlocks: {},
   statusLog: [],

@@ -5,6 +5,7 @@ import { AudioEngine, MicError } from "./audio.js";
 import { VoiceConnection } from "./voice.js";
 import { RtcConnection } from "./webrtc.js";
 import * as alerts from "./ui/alerts.js";
+import { approvalRequest, toolCall } from "./client_tools.js";
 
 const PLAYED_EVERY_MS = 250; // how often audio.played is sent while a reply plays
 
@@ -264,6 +265,12 @@ export class Call {
       case "turn.metrics":
         s.metrics.push(ev);
         this.ui.latency.show(ev);
+        break;
+      case "tool.call":
+        toolCall(ev, (e) => this.conn.send(e), s);
+        break;
+      case "approval.request":
+        approvalRequest(ev, (e) => this.conn.send(e), s);
         break;
       case "memory.updated":
         s.memoryUpdates.push({ label: ev.label, version: ev.version });

@@ -1,6 +1,7 @@
 // The browser voice socket (docs/voice_socket.md) with automatic reconnect. A reconnect fetches a
 // fresh session token and resumes the conversation by sending its conversation_id.
 
+import { CLIENT_TOOLS } from "./client_tools.js";
 import { INPUT_RATE } from "./audio.js";
 
 const MAX_ATTEMPTS = 30;
@@ -74,6 +75,7 @@ export class VoiceConnection {
           input_audio: { encoding: "pcm16", sample_rate: INPUT_RATE },
           output_audio: { encoding: "pcm16", sample_rate: this.outputRate },
           conversation_id: this.conversationId,
+          client_tools: CLIENT_TOOLS,
         }),
       );
     };
