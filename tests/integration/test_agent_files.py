@@ -107,7 +107,9 @@ def test_letta_file_round_trip_and_text_turn(client: Letta, fake_llm: FakeLLM) -
         "conversation_search",
         "core_memory_append",
     ]
-    assert agent.metadata is not None and agent.metadata["tool_rules"] == RULES
+    # the rules are the agent's own, enforced by the loop (not parked in metadata)
+    assert [r.to_dict(exclude_none=True) for r in agent.tool_rules or []] == RULES
+    assert agent.metadata is not None and "tool_rules" not in agent.metadata
     assert agent.metadata["import_skipped_tools"] == ["web_search"]
     tool = next(t for t in agent.tools if t.name == "lookup_order")
     assert tool.tool_type == "custom" and tool.source_code == SOURCE

@@ -71,6 +71,10 @@ def test_builtins_registered_with_voice_flags() -> None:
         "send_message_to_agent_and_wait_for_reply",
         "send_message_to_agents_matching_tags",
         "send_message_to_agent_async",
+        # the file tools of attached folders: read-only lookups, spoken filler while they run
+        "open_files",
+        "grep_files",
+        "semantic_search_files",
     }
     for name in (
         "core_memory_append",
