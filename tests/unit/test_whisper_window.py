@@ -61,12 +61,22 @@ def test_a_short_utterance_is_encoded_in_a_short_window(encoder_inputs: list[int
 
 
 def test_a_looping_short_decode_is_redone_with_the_full_window(
-    encoder_inputs: list[int],
+    encoder_inputs: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 1 s of quiet white noise: tiny.en's short-window greedy pass answers ". . . . ."
-    noise = np.random.default_rng(10).normal(0, 0.01, 16000).astype(np.float32)
-    assert transcribe(noise, 2) == ""
-    assert encoder_inputs[0] == 1000 and 3000 in encoder_inputs
+    # Whether tiny.en's greedy short-window pass loops on a given input (quiet noise answers
+    # ". . . . ." on some CPUs, "" on others) depends on the processor's arithmetic, so the
+    # first decode is declared looped here; the real full-window decode must then run and win.
+    seen: list[str] = []
+
+    def looped_once(text: str) -> bool:
+        seen.append(text)
+        return len(seen) == 1
+
+    monkeypatch.setattr(whisper, "looks_looped", looped_once)
+    text = "Please cancel my appointment with the dentist on Friday."
+    heard = transcribe(speak(text).astype(np.float32) / 32768.0, 2)
+    assert encoder_inputs[:2] == [1000, 3000]  # short window first, then the full one
+    assert len(seen) == 1 and wer(text, heard) <= 0.15, heard
 
 
 def test_long_speech_keeps_every_part(encoder_inputs: list[int]) -> None:
