@@ -37,6 +37,7 @@ export class RtcConnection {
   async open(agentId, { conversationId = null, caller = "" }) {
     this.close();
     this.closeCode = null;
+    this.fatal = null; // the message of the last fatal `error` event (why the server closes)
     this.hooks.onStatus("connecting", { attempt: 0 });
     const pc = new RTCPeerConnection({ iceServers: [] });
     this.pc = pc;
@@ -89,6 +90,7 @@ export class RtcConnection {
     } catch {
       return;
     }
+    if (event.type === "error" && event.fatal) this.fatal = `${event.message} (${event.code})`;
     switch (event.type) {
       case "session.started":
         this.live = true;
@@ -138,7 +140,11 @@ export class RtcConnection {
   ended(code, reason) {
     if (!this.pc) return;
     this.teardown();
-    const message = FINAL[code] || `The call ended (${reason || "the connection was lost"}).`;
+    // a refusal says why, as on the voice socket (the fatal `error` event came first)
+    const message =
+      code >= 4000 && this.fatal
+        ? `The server refused the call: ${this.fatal}`
+        : FINAL[code] || `The call ended (${reason || "the connection was lost"}).`;
     this.hooks.onStatus(code >= 4000 ? "failed" : "idle", { code, message });
   }
 
