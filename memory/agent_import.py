@@ -17,7 +17,7 @@ from memory.db import Database
 from memory.models import BlockSpec, MessageData
 from memory.orm import Agent, Conversation, Message, Tool, default_conversation_id, new_id, utcnow
 
-TOOL_FIELDS = ("description", "json_schema", "source_code", "tags")
+TOOL_FIELDS = ("description", "json_schema", "source_code", "tags", "return_char_limit")
 
 
 @dataclass
@@ -29,6 +29,7 @@ class ToolPlan:
     json_schema: dict[str, Any]
     source_code: str
     tags: list[str] = field(default_factory=list)
+    return_char_limit: int | None = None
 
 
 @dataclass

@@ -357,6 +357,7 @@ class Tool(Base):
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     voice_safe: Mapped[bool] = mapped_column(Boolean, default=False)
     mcp_server_id: Mapped[str | None] = mapped_column(String(64), index=True)  # MCP tools
+    return_char_limit: Mapped[int | None] = mapped_column(Integer)  # None: the server's limit
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -219,6 +219,23 @@ class RunStore:
                 raise NotFound("run", run_id)
             return RunData.model_validate(row)
 
+    async def mark_failed(self, run_id: str, error: str) -> bool:
+        """A run still `created`/`running` becomes `failed` (its gateway is gone); False if
+        it had ended meanwhile."""
+        async with self.db.write() as s:
+            row = await s.scalar(select(Run).where(Run.id == run_id))
+            if row is None or row.status not in ACTIVE:
+                return False
+            row.status, row.stop_reason, row.error = "failed", "error", error
+            row.completed_at = utcnow()
+            return True
+
+    async def active_background(self) -> list[str]:
+        """Ids of background runs still `created` or `running`."""
+        async with self.db.read() as s:
+            q = select(Run.id).where(Run.background.is_(True), Run.status.in_(ACTIVE))
+            return list(await s.scalars(q))
+
     async def get_step(self, step_id: str) -> StepData:
         async with self.db.read() as s:
             row = await s.scalar(select(Step).where(Step.id == step_id))

@@ -20,7 +20,16 @@ from memory.db import Database
 from memory.models import Conflict, NotFound
 from memory.orm import Agent, Tool, new_id, utcnow
 
-FIELDS = {"name", "description", "json_schema", "source_type", "source_code", "tags", "voice_safe"}
+FIELDS = {
+    "name",
+    "description",
+    "json_schema",
+    "source_type",
+    "source_code",
+    "tags",
+    "voice_safe",
+    "return_char_limit",
+}
 
 
 class ToolData(BaseModel):
@@ -35,6 +44,7 @@ class ToolData(BaseModel):
     tags: list[str]
     voice_safe: bool = False
     mcp_server_id: str | None = None
+    return_char_limit: int | None = None  # None: the server's VG_TOOL_RETURN_CHAR_LIMIT
     created_at: datetime
 
 

@@ -102,7 +102,12 @@ class Planner:
             raise ApiError(422, f"{where}: {exc}") from exc
         schema = parsed.json_schema
         return ToolPlan(
-            parsed.name, schema["description"], schema, t.source_code or "", t.tags or []
+            parsed.name,
+            schema["description"],
+            schema,
+            t.source_code or "",
+            t.tags or [],
+            t.return_char_limit,
         )
 
     def _agent(self, i: int, a: AgentIn, custom: dict[str, ToolPlan]) -> AgentPlan:

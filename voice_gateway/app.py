@@ -104,7 +104,21 @@ async def open_gateway(settings: Settings) -> Gateway:
 
     gw.extras["file_jobs"] = FileJobs(memory)
     await gw.extras["file_jobs"].recover()
+    await orphaned_runs(gw)
     return gw
+
+
+async def orphaned_runs(gw: Gateway) -> None:
+    """With Redis: background runs left `running` by a gateway that crashed (no owner key)
+    are marked failed (voice_gateway/run_mirror.py)."""
+    from voice_gateway.run_mirror import ORPHANED, mirror_of
+
+    mirror = mirror_of(gw)
+    if mirror is None:
+        return
+    for run_id in await gw.memory.runs.active_background():
+        if not await mirror.owned(run_id) and await gw.memory.runs.mark_failed(run_id, ORPHANED):
+            log.warning("run %s: left running by a stopped gateway, marked failed", run_id)
 
 
 def mcp_tools(gw: Gateway) -> McpTools:
@@ -121,6 +135,8 @@ async def close_gateway(gw: Gateway) -> None:
     runs = gw.extras.get("runs")
     if runs is not None:  # background runs store what they produced before the bus stops
         await runs.aclose()
+    if (mirror := gw.extras.get("run_mirror")) is not None:  # the runs' last frames
+        await mirror.aclose()
     if (file_jobs := gw.extras.get("file_jobs")) is not None:
         await file_jobs.aclose()
     bus = gw.extras.get("bus")

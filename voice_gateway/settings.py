@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     port: int = 8283
     database_url: str = "sqlite+aiosqlite:///./data/voice-gateway.db"
     redis_url: str | None = None
+    # a background run's owner key lives this long unrenewed (voice_gateway/run_mirror.py)
+    run_owner_ttl_s: float = Field(15.0, ge=1.0, le=600.0)
     api_key: str | None = None
     session_secret: str | None = None
     public_url: str | None = None

@@ -256,7 +256,7 @@ def custom_tool(data: ToolData, sandbox: Sandbox) -> Tool:
     source, name = data.source_code or "", data.name
 
     async def run(ctx: ToolContext, **kwargs: Any) -> str:
-        res = await sandbox.run(source, name, kwargs)
+        res = await sandbox.run(source, name, kwargs, return_char_limit=data.return_char_limit)
         text = envelope(res)
         if not res.ok:
             raise ToolError(text)

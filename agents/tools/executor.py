@@ -56,7 +56,7 @@ async def execute(
         return False, f"{call.name} is missing required arguments: {', '.join(missing)}"
     try:
         async with asyncio.timeout(timeout_s):
-            return True, await tool.fn(ctx, **kwargs)
+            return True, truncate_return(await tool.fn(ctx, **kwargs), tool.return_char_limit)
     except ToolError as exc:
         return False, str(exc)
     except TimeoutError:
@@ -66,6 +66,16 @@ async def execute(
     except Exception as exc:  # the details are logged, not given to the model
         log.exception("tool %s failed", call.name)
         return False, friendly_error(call.name, exc, "internal error")
+
+
+def truncate_return(text: str, limit: int | None) -> str:
+    """A return over the tool's `return_char_limit` is cut, with Letta's note saying so."""
+    if not limit or len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}... [NOTE: function output was truncated since it exceeded the "
+        f"character limit ({len(text)} > {limit})]"
+    )
 
 
 def friendly_error(name: str, exc: Exception, message: str | None = None) -> str:

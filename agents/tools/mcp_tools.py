@@ -117,4 +117,5 @@ class McpTools:
             },
             voice_safe=data.voice_safe,
             tags=list(data.tags),
+            return_char_limit=data.return_char_limit,
         )

@@ -59,6 +59,7 @@ class Tool:
     ends_turn: bool = False
     tags: list[str] = field(default_factory=list)
     client: bool = False  # run by the caller's client (agents/approvals.py), never here
+    return_char_limit: int | None = None  # a longer return is cut by the executor
 
     def schema(self, *, voice: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {

@@ -148,7 +148,9 @@ class Sandbox:
 
     async def probe(self) -> SandboxResult:
         """Run a trivial tool once (even when refusing): the layers this machine allows."""
-        return await self._run("def probe() -> str:\n    return 'ok'\n", "probe", {})
+        return await self._run(
+            "def probe() -> str:\n    return 'ok'\n", "probe", {}, self.config.return_char_limit
+        )
 
     async def check_isolation(self, allow_weak: bool = False) -> str | None:
         """Probe; None if every REQUIRED_LAYERS layer applies, else why not. Unless
@@ -164,19 +166,25 @@ class Sandbox:
         self.refusal = None if allow_weak else reason
         return reason
 
-    async def run(self, source: str, name: str, args: dict[str, Any]) -> SandboxResult:
+    async def run(
+        self, source: str, name: str, args: dict[str, Any], return_char_limit: int | None = None
+    ) -> SandboxResult:
+        """Run the tool; its return is cut at `return_char_limit` (the tool's own), else at the
+        server's limit."""
         if self.refusal is not None:
             return SandboxResult(False, error=f"{name} was not run: {self.refusal}")
-        return await self._run(source, name, args)
+        return await self._run(
+            source, name, args, return_char_limit or self.config.return_char_limit
+        )
 
-    async def _run(self, source: str, name: str, args: dict[str, Any]) -> SandboxResult:
+    async def _run(self, source: str, name: str, args: dict[str, Any], limit: int) -> SandboxResult:
         async with self._slots:
             scratch = tempfile.mkdtemp(prefix=f"vg-tool-{os.getpid()}-")
             try:
                 if os.geteuid() == 0:
                     os.chown(scratch, NOBODY, NOBODY)
                 request = {"source": source, "name": name, "args": args, "scratch": scratch,
-                           "return_char_limit": self.config.return_char_limit}  # fmt: skip
+                           "return_char_limit": limit}  # fmt: skip
                 res = await self._spawn(scratch, request)
             finally:
                 await asyncio.to_thread(shutil.rmtree, scratch, True)

@@ -102,6 +102,7 @@ class ToolIn(_In):
     tags: list[str] | None = None
     pip_requirements: list[Any] | None = None
     npm_requirements: list[Any] | None = None
+    return_char_limit: int | None = Field(None, ge=1, le=1_000_000)
 
 
 class ToolRuleIn(_In):

@@ -52,7 +52,7 @@ def _tool(t: Tool | ToolData, n: int) -> dict[str, Any]:
         **body,
         "id": f"tool-{n}",
         "args_json_schema": None,
-        "return_char_limit": 50000,
+        "return_char_limit": (isinstance(t, ToolData) and t.return_char_limit) or 50000,
         "pip_requirements": None,
         "npm_requirements": None,
         "default_requires_approval": None,

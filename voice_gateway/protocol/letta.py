@@ -243,6 +243,7 @@ class ToolUpdate(_Body):
     metadata_: dict[str, Any] | None = None
     pip_requirements: list[Any] | None = None
     npm_requirements: list[Any] | None = None
+    return_char_limit: int | None = Field(None, ge=1, le=1_000_000)  # longer returns are cut
 
     def voice_flag(self) -> bool | None:
         if self.voice_safe is not None:
@@ -310,6 +311,7 @@ def custom_tool_json(t: ToolData) -> dict[str, Any]:
         "tool_type": t.tool_type,
         "tags": t.tags,
         "voice_safe": t.voice_safe,
+        "return_char_limit": t.return_char_limit,
         "metadata_": {
             "voice_safe": t.voice_safe,
             "builtin": False,

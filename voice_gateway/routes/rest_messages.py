@@ -176,31 +176,41 @@ def sse_events(
     """SSE of a run's events from event `start` on (`count`: a new turn for the metrics, not
     a resumed stream). Each chunk's `seq_id` is its event's number in the run: a client that
     lost the stream resumes with `starting_after` = the last seq_id it got."""
-
-    async def body() -> AsyncIterator[str]:
-        seq = start
-        async with aclosing(events_of()) as events:
-            async for ev in events:
-                seq += 1
-                for chunk in _chunks(ev, tokens):
-                    if wants is None or wants(chunk):
-                        yield _data({**chunk, "seq_id": seq})
-                if isinstance(ev, RunDone):
-                    if count:
-                        gw.metrics.text_turn(ev.stop_reason, ev.model)
-                    yield _data(stop_json(ev))
-                    yield _data(usage_json(ev))
-                    if ev.error:
-                        err = {
-                            "error": {"type": ev.stop_reason, "message": ev.error},
-                            "detail": ev.error,
-                        }
-                        yield f"event: error\ndata: {json.dumps(err)}\n\n"
-        yield "data: [DONE]\n\n"
-
     return StreamingResponse(
-        body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        sse_frames(gw, events_of, tokens, count, start, wants),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
     )
+
+
+async def sse_frames(
+    gw: Any,
+    events_of: Events,
+    tokens: bool,
+    count: bool = True,
+    start: int = 0,
+    wants: Wants | None = None,
+) -> AsyncIterator[str]:
+    """The SSE frames of `sse_events` (also mirrored to Redis: voice_gateway/run_mirror.py)."""
+    seq = start
+    async with aclosing(events_of()) as events:
+        async for ev in events:
+            seq += 1
+            for chunk in _chunks(ev, tokens):
+                if wants is None or wants(chunk):
+                    yield _data({**chunk, "seq_id": seq})
+            if isinstance(ev, RunDone):
+                if count:
+                    gw.metrics.text_turn(ev.stop_reason, ev.model)
+                yield _data(stop_json(ev))
+                yield _data(usage_json(ev))
+                if ev.error:
+                    err = {
+                        "error": {"type": ev.stop_reason, "message": ev.error},
+                        "detail": ev.error,
+                    }
+                    yield f"event: error\ndata: {json.dumps(err)}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:

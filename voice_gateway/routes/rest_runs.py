@@ -11,13 +11,13 @@ from typing import Any
 
 from sqlalchemy import select
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from agents.events import AgentEvent, MessageSaved, RunDone
 from agents.llm import Usage
 from memory.models import NotFound
-from memory.orm import Run, Step
+from memory.orm import Run, Step, new_id
 from memory.runs import ACTIVE, RunData, StepData
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta_runs import (
@@ -32,8 +32,14 @@ from voice_gateway.protocol.letta_runs import (
 )
 from voice_gateway.routes import conversation_access as access
 from voice_gateway.routes.http import parse_body, query_bool, query_choice, query_int
-from voice_gateway.routes.rest_messages import messages_json, query_message_types, sse_events
+from voice_gateway.routes.rest_messages import (
+    messages_json,
+    query_message_types,
+    sse_events,
+    sse_frames,
+)
 from voice_gateway.routes.rest_messages import turn_input as message_turn
+from voice_gateway.run_mirror import ORPHANED, mirror_of
 from voice_gateway.runs import runs_of
 
 
@@ -175,6 +181,15 @@ async def stream_run(request: Request) -> Response:
     if active is not None:
         start = min(body.starting_after, len(active.events))
         return sse_events(gw, lambda: active.follow(start), active.tokens, False, start)
+    mirror = mirror_of(gw)
+    if mirror is not None and run.background and await _mirrored(mirror, run):
+        frames = mirror.replay(run.id, body.starting_after, lambda: orphaned(gw, run.id))
+        return StreamingResponse(
+            frames, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    if mirror is not None and run.status in ACTIVE and not await mirror.owned(run.id):
+        await gw.memory.runs.mark_failed(run.id, ORPHANED)  # its gateway crashed
+        run = await gw.memory.runs.get(run.id)
     rows = await gw.memory.messages.page(run.agent_id, turn_id=run.id, limit=1000, order="asc")
 
     async def stored() -> AsyncGenerator[AgentEvent, None]:
@@ -187,6 +202,26 @@ async def stream_run(request: Request) -> Response:
     return sse_events(gw, stored, False, False, body.starting_after)
 
 
+async def _mirrored(mirror: Any, run: RunData) -> bool:
+    """Its frames are in Redis, or will be (another gateway runs it now)."""
+    if await mirror.has(run.id):
+        return True
+    return run.status in ACTIVE and bool(await mirror.owned(run.id))
+
+
+async def orphaned(gw: Any, run_id: str) -> list[str]:
+    """A run whose gateway stopped: marked failed; the frames that end its stream."""
+    await gw.memory.runs.mark_failed(run_id, ORPHANED)
+    run = await gw.memory.runs.get(run_id)
+    done = RunDone(run.id, "error", Usage(run.prompt_tokens, run.completion_tokens),
+                   run.step_count, "", run.error or ORPHANED)  # fmt: skip
+
+    async def one() -> AsyncGenerator[AgentEvent, None]:
+        yield done
+
+    return [frame async for frame in sse_frames(gw, one, False, False)]
+
+
 async def send_async(request: Request) -> JSONResponse:
     """Start a background run: it goes on if the client goes away; poll it with
     `GET /v1/runs/{run_id}` or attach with `POST /v1/runs/{run_id}/stream`."""
@@ -197,7 +232,13 @@ async def send_async(request: Request) -> JSONResponse:
         await gw.memory.conversations.get(body.conversation_id, agent.id)
     inp = await message_turn(gw, agent, body, body.conversation_id)
     config = {"include_return_message_types": body.include_return_message_types}
+    mirror = mirror_of(gw)
+    if mirror is not None:  # re-attachable on any gateway: voice_gateway/run_mirror.py
+        inp.turn_id = inp.turn_id or new_id("run")
+        await mirror.claim(inp.turn_id)
     active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config)
+    if mirror is not None:
+        mirror.publish(active.run_id, sse_frames(gw, lambda: active.follow(0), True, False))
     return JSONResponse(run_json(await gw.memory.runs.get(active.run_id)))
 
 

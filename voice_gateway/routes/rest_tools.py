@@ -116,7 +116,9 @@ async def _save(request: Request, create_only: bool) -> JSONResponse:
     refuse_if_unisolated(gw)
     fields = _parse(body.source_code, body)
     voice = body.voice_flag()
-    extra = {"voice_safe": voice} if voice is not None else {}
+    extra: dict[str, Any] = {"voice_safe": voice} if voice is not None else {}
+    if body.return_char_limit is not None:
+        extra["return_char_limit"] = body.return_char_limit
     tool, created = await gw.memory.tools.upsert(
         p.user_id,
         fields.pop("name"),
@@ -183,6 +185,8 @@ async def modify_tool(request: Request) -> JSONResponse:
         fields["tags"] = list(body.tags)
     if body.voice_flag() is not None:
         fields["voice_safe"] = body.voice_flag()
+    if "return_char_limit" in body.model_fields_set:  # null: back to the server's limit
+        fields["return_char_limit"] = body.return_char_limit
     return JSONResponse(custom_tool_json(await gw.memory.tools.update(tool.id, **fields)))
 
 
