@@ -7,7 +7,10 @@ socket's `approval.response` answers too; a client tool runs over `tool.call` /
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -48,6 +51,14 @@ def runs_of_tool(vg: VoiceGateway, agent_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def stored_turns(vg: VoiceGateway, agent_id: str) -> list[dict[str, Any]]:
+    """The agent's finished turns as stored for the transcript bus (the outbox table)."""
+    url = vg.server.settings.database_url  # type: ignore[attr-defined]
+    with closing(sqlite3.connect(url.split("///", 1)[1])) as db:
+        rows = db.execute("SELECT payload FROM outbox WHERE agent_id = ? ORDER BY id", (agent_id,))
+        return [json.loads(p) for (p,) in rows]
+
+
 async def say(c: VoiceClient, text: str) -> None:
     await c.stream(np.concatenate([silence(300), speak(text), silence(900)]), 16000)
 
@@ -63,6 +74,7 @@ async def ask_for_booking(vg: VoiceGateway, agent_id: str) -> VoiceClient:
     assert done["stop_reason"] == "requires_approval"
     said = "".join(e["text"] for e in c.of_type("response.text.delta"))
     assert QUESTION in said  # the read-back is spoken (and shown)
+    assert QUESTION in c.of_type("response.text.done")[-1]["text"]  # and in the reply's text
     assert not c.of_type("response.tool_result")  # nothing ran
     return c
 
@@ -80,6 +92,12 @@ async def test_yes_please_approves_and_the_tool_runs_once(vg: VoiceGateway) -> N
     assert await c.wait_closed() == 1000
     runs = runs_of_tool(vg, agent_id)
     assert [(m["status"], m["tool_return"]) for m in runs] == [("success", "table booked for 4")]
+    # the read-back is in the stored transcript of its turn (what sleeptime reads)
+    asked, answered = [t for t in stored_turns(vg, agent_id) if not t["call_ended"]]
+    assert answered["user_text"].lower().startswith("yes")
+    assert QUESTION in asked["agent_text"] and QUESTION in asked["agent_text_heard"]
+    # ... but not in the stored assistant message (the model did not say it)
+    assert not any(QUESTION in str(m.get("content")) for m in vg.messages(agent_id))
 
 
 async def test_no_denies_and_it_never_runs(vg: VoiceGateway) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from voice_gateway.pipeline.session import VoiceSession
 
 log = logging.getLogger(__name__)
+READBACK = "readback:"  # texts key of an approval's spoken read-back
 
 
 @dataclass(slots=True)
@@ -187,10 +188,14 @@ class Reply:
                     question = await self.s.approvals.requested(ev)
                     if question:
                         self._say(splitter.flush(), current)
+                        # part of the reply's text: shown, in response.text.done, and in
+                        # the turn's transcript (not in the stored assistant message)
+                        key = READBACK + ev.message_id
+                        self.texts[key] = question
                         await self.s.send(
                             "response.text.delta", item_id=self.item_id, text=question
                         )
-                        self.speaker.say(question, None)
+                        self.speaker.say(question, key)
                 elif isinstance(ev, RunDone):
                     self.stop_reason = ev.stop_reason
                     if ev.stop_reason == "error" and await self._conversation_gone():
@@ -244,6 +249,7 @@ class Reply:
         cut = {mid: heard.get(mid, "") for mid in self.texts}
         full = " ".join(t for t in self.texts.values() if t)
         said = " ".join(cut[m] for m in self.texts if cut[m])
+        cut = {m: t for m, t in cut.items() if not m.startswith(READBACK)}  # not a message
         if self.turn.greeting:
             return
         try:
