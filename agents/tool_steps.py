@@ -75,11 +75,11 @@ def plan(calls: Sequence[Call], solver: RuleSolver, by_name: dict[str, Tool]) ->
     available = set(by_name)
     out = Plan({}, [], [])
     for call in calls:
-        if call.parse_error is None:
-            prefill = solver.init_args(call.name)
-            if prefill:  # an init rule's arguments override the model's
-                call.arguments = json.dumps({**json.loads(call.arguments), **prefill})
         broken = solver.violation(call.name, available)
+        if broken is None and call.parse_error is None:
+            prefill = solver.init_args(call.name)
+            if prefill:  # an init or child rule's arguments override the model's
+                broken = _prefill(call, by_name.get(call.name), prefill)
         if broken is not None:
             out.violations[call.id] = broken
             continue
@@ -98,6 +98,21 @@ def plan(calls: Sequence[Call], solver: RuleSolver, by_name: dict[str, Tool]) ->
         else:
             out.run_now.append(call)
     return out
+
+
+def _prefill(call: Call, tool: Tool | None, prefill: dict[str, Any]) -> str | None:
+    """Merge a rule's prefilled arguments into the call (Letta's: the rule's win); an argument
+    the tool does not take is an error for the model, and the call does not run."""
+    props = (tool.parameters.get("properties") or {}) if tool is not None else {}
+    unknown = [k for k in prefill if k not in props]
+    if unknown:
+        names = ", ".join(f"'{k}'" for k in unknown)
+        return (
+            f"Invalid prefilled tool arguments from tool rules: unknown argument(s) {names} "
+            f"for tool '{call.name}'."
+        )
+    call.arguments = json.dumps({**json.loads(call.arguments), **prefill})
+    return None
 
 
 async def answer_calls(
