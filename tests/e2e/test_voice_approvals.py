@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.approvals import NOT_RUN
 from tests.e2e.conftest import VoiceGateway
 from tests.support.fake_llm import Reply, ToolCallSpec
 from tests.support.speech import silence, speak
@@ -140,6 +141,51 @@ async def test_hanging_up_denies(vg: VoiceGateway) -> None:
     runs = runs_of_tool(vg, agent_id)
     assert [m["status"] for m in runs] == ["error"]
     assert "call ended before the caller answered" in runs[0]["tool_return"]
+
+
+NOTE = '''
+def note(text: str) -> str:
+    """Write a note.
+
+    Args:
+        text: The note.
+    """
+    return "noted " + text
+'''
+
+
+async def test_hanging_up_on_a_mixed_step_runs_nothing_of_it(vg: VoiceGateway) -> None:
+    """A step with a call that waits for approval and one that needs none: the free call is
+    announced (response.tool_call) but waits with the other; a hang-up refuses both (no model
+    step would follow to see a result, so nothing of the step runs)."""
+    resp = vg.http.put("/v1/tools/", json={"source_code": NOTE, "voice_safe": True})
+    assert resp.status_code in (200, 201), resp.text
+    booking_agent(vg)  # registers book_table
+    rule = {"type": "requires_approval", "tool_name": "book_table"}
+    agent_id = vg.agent(include_base_tools=False, tools=["book_table", "note"], tool_rules=[rule])
+    calls = [ToolCallSpec("note", {"text": "booking"}), ToolCallSpec("book_table", {"people": 4})]
+    vg.llm.push(Reply(tool_calls=calls))
+    c = await VoiceClient(vg.ws(agent_id)).connect()
+    await c.start(16000, 16000)
+    await c.send({"type": "input_text", "text": "Book a table for four and note it"})
+    await c.wait_for("approval.request", timeout=40)
+    await c.wait_for("response.done", timeout=40)
+    assert [e["name"] for e in c.of_type("response.tool_call")] == ["note"]
+    assert not c.of_type("response.tool_result")  # nothing ran yet
+    await c.close()
+    deadline = time.monotonic() + 20
+    while len(rets := tool_returns(vg, agent_id)) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert rets["book_table"][0] == "error"
+    assert rets["note"] == ("error", NOT_RUN)
+
+
+def tool_returns(vg: VoiceGateway, agent_id: str) -> dict[str, tuple[str, str]]:
+    return {
+        m["name"]: (m["status"], m["tool_return"])
+        for m in vg.messages(agent_id)
+        if m["message_type"] == "tool_return_message"
+    }
 
 
 async def test_socket_approval_response_and_unknown_call_id(vg: VoiceGateway) -> None:
