@@ -282,6 +282,14 @@ class Reply:
 
         start = self.turn.speech_end_at or self.turn.received_at
         filler_first = next((seg.sent_at for seg in sp.segments if seg.kind == "filler"), None)
+        after = [
+            seg.sent_at
+            for seg in sp.segments
+            if seg.kind == "sentence"
+            and seg.sent_at
+            and filler_first
+            and seg.sent_at > filler_first
+        ]
         return {
             "turn_id": self.turn.turn_id,
             "endpointing_ms": round(self.turn.endpointing_ms, 1),
@@ -290,4 +298,8 @@ class Reply:
             "tts_ttfb_ms": None if sp.tts_ttfb_ms is None else round(sp.tts_ttfb_ms, 1),
             "voice_to_voice_ms": ms(start, first),
             "filler_ms": ms(self.t_first_tool, filler_first) if filler_first else None,
+            # a tool turn as the caller hears it: end of speech -> the filler's first audio,
+            # and the filler's first audio -> the first audio of what follows it (the result)
+            "speech_to_filler_ms": ms(start, filler_first),
+            "filler_to_reply_ms": ms(filler_first, after[0]) if after else None,
         }
