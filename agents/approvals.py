@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 DENIED = "Error: request to call tool denied. User reason: {reason}"  # Letta's wording
 NO_ANSWER = "no approval was given"
 NO_RESULT = "Error: the client returned no result for this call"
+NOT_RUN = "Error: not run: the run stopped before an approval in the same step was answered"
 
 
 class NotWaiting(Exception):

@@ -234,7 +234,7 @@ class AgentLoop:
         if waiting is not None:  # answer the waiting calls first (unanswered ones: refused)
             timeout, new = self.config.tool_timeout_s, run.new_message
             run.unsaved, results, ends = await answer_waiting(
-                waiting, inp.answers, solver, by_name, ctx, timeout, new
+                waiting, inp.answers, solver, by_name, ctx, timeout, new, inp.answers_only
             )
             for answered in results:
                 yield answered
@@ -296,9 +296,9 @@ class AgentLoop:
                 return
             steps = plan(ordered, solver, by_name)
             if steps.pending:
-                assistant.kind = "approval_request"
+                assistant.kind = steps.mark_waiting(assistant.tool_calls)
             for call in ordered:
-                if call.id in steps.violations or steps.pending:
+                if call.id in steps.violations or call.id in steps.waiting:
                     continue
                 yield ToolCallReady(
                     assistant.id, call.id, call.name, call.arguments, call.pre_exec_msg

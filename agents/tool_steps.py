@@ -7,12 +7,13 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from agents.approvals import (
     DENIED,
     NO_ANSWER,
     NO_RESULT,
+    NOT_RUN,
     Answer,
     ClientTool,
     PendingCall,
@@ -64,22 +65,39 @@ def client_tool(spec: ClientTool) -> Tool:
 
 @dataclass(slots=True)
 class Plan:
-    """A step's calls sorted: rule violations (error results), calls that wait, the rest."""
+    """A step's calls sorted: rule violations (error results), calls that wait, the rest.
+
+    A mixed step (some calls wait, others need nothing), as Letta does it: nothing of the step
+    runs now; the calls that need nothing are shown as called (tool_call_message) next to the
+    approval request of the ones that wait, and run when the answer comes, whatever it says,
+    their results given to the model with the answered ones before it goes on. A run that
+    stores the answers and stops without the model (a call that hung up) runs none of them."""
 
     violations: dict[str, str]
     pending: list[PendingCall]
     run_now: list[Call]
+
+    @property
+    def waiting(self) -> set[str]:
+        return {p.call_id for p in self.pending}
+
+    def mark_waiting(self, calls: list[ToolCallData]) -> Literal["approval_request"]:
+        """Flag the stored step's calls that wait; the step's message kind."""
+        ids = self.waiting
+        for c in calls:
+            c.waits = c.id in ids
+        return "approval_request"
 
 
 def plan(calls: Sequence[Call], solver: RuleSolver, by_name: dict[str, Tool]) -> Plan:
     available = set(by_name)
     out = Plan({}, [], [])
     for call in calls:
-        if call.parse_error is None:
-            prefill = solver.init_args(call.name)
-            if prefill:  # an init rule's arguments override the model's
-                call.arguments = json.dumps({**json.loads(call.arguments), **prefill})
         broken = solver.violation(call.name, available)
+        if broken is None and call.parse_error is None:
+            prefill = solver.init_args(call.name)
+            if prefill:  # an init or child rule's arguments override the model's
+                broken = _prefill(call, by_name.get(call.name), prefill)
         if broken is not None:
             out.violations[call.id] = broken
             continue
@@ -100,6 +118,21 @@ def plan(calls: Sequence[Call], solver: RuleSolver, by_name: dict[str, Tool]) ->
     return out
 
 
+def _prefill(call: Call, tool: Tool | None, prefill: dict[str, Any]) -> str | None:
+    """Merge a rule's prefilled arguments into the call (Letta's: the rule's win); an argument
+    the tool does not take is an error for the model, and the call does not run."""
+    props = (tool.parameters.get("properties") or {}) if tool is not None else {}
+    unknown = [k for k in prefill if k not in props]
+    if unknown:
+        names = ", ".join(f"'{k}'" for k in unknown)
+        return (
+            f"Invalid prefilled tool arguments from tool rules: unknown argument(s) {names} "
+            f"for tool '{call.name}'."
+        )
+    call.arguments = json.dumps({**json.loads(call.arguments), **prefill})
+    return None
+
+
 async def answer_calls(
     calls: Sequence[ToolCallData],
     answers: dict[str, Answer],
@@ -107,10 +140,12 @@ async def answer_calls(
     by_name: dict[str, Tool],
     ctx: ToolContext,
     timeout_s: float,
+    stop: bool = False,
 ) -> list[tuple[ToolCallData, bool, str]]:
     """Results of a waiting step's calls: a client's result as given, an approved call run, a
     denied one refused with Letta's words. An unanswered call that needs an answer is refused;
-    one that needs none (it only waited with the others) runs."""
+    one that needs none (it only waited with the others) runs, unless the run stops (`stop`)
+    without giving the model the results: then nothing runs."""
     out: list[tuple[ToolCallData, bool, str]] = []
     for c in calls:
         a = answers.get(c.id)
@@ -118,6 +153,8 @@ async def answer_calls(
         needs = tool is None or tool.client or solver.needs_approval(c.name)
         if a is not None and a.kind == "tool":
             out.append((c, a.status == "success", a.tool_return))
+        elif a is None and not needs and stop:
+            out.append((c, False, NOT_RUN))
         elif (a is not None and a.approve) or (a is None and not needs):
             call = Call(0, c.id, c.name, c.arguments)
             call.finalize()
@@ -176,13 +213,14 @@ async def answer_waiting(
     ctx: ToolContext,
     timeout_s: float,
     new: Callable[..., MessageData],
+    stop: bool = False,
 ) -> tuple[list[MessageData], list[ToolResult], bool]:
     """The messages (the answers, then one result per waiting call), their events, and
     whether a call that ran ends the run."""
     request, calls = waiting
     msgs = [new("user", content=answers_json(given), kind="approval")] if given is not None else []
     answers = {a.call_id: a for a in given or []}
-    results = await answer_calls(calls, answers, solver, by_name, ctx, timeout_s)
+    results = await answer_calls(calls, answers, solver, by_name, ctx, timeout_s, stop)
     events = []
     for c, ok, result in results:
         msg = tool_message(new, c.id, c.name, ok, result, request.step_id)

@@ -101,6 +101,7 @@ class ToolCallData(BaseModel):
     id: str
     name: str
     arguments: str = ""
+    waits: bool = False  # of an approval_request step: this call waits for a person or client
 
 
 class MessageData(_Model):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,7 +56,9 @@ class McpToolDef:
     input_schema: dict[str, Any]
 
 
-Launcher = Callable[[McpSpec], StdioServerParameters]  # stdio: the isolated command line
+# stdio: the isolated command line, held for the server process's life (its scratch directory
+# goes when the process has ended)
+Launcher = Callable[[McpSpec], contextlib.AbstractAsyncContextManager[StdioServerParameters]]
 
 
 def _reason(exc: BaseException) -> str:
@@ -64,6 +66,16 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip() or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:300]
+
+
+@contextlib.asynccontextmanager
+async def _stdio(
+    launch: contextlib.AbstractAsyncContextManager[StdioServerParameters],
+) -> AsyncIterator[Any]:
+    """The server process inside its launch: stdio_client ends the process, then the launch's
+    exit cleans up after it."""
+    async with launch as params, stdio_client(params) as streams:
+        yield streams
 
 
 @dataclass(eq=False)
@@ -83,7 +95,7 @@ class McpConnection:
         if s.kind == "stdio":
             if self.launcher is None:
                 raise McpError("stdio MCP servers need the tool sandbox, which is not available")
-            return stdio_client(self.launcher(s))
+            return _stdio(self.launcher(s))
         if s.kind == "sse":
             return sse_client(str(s.url), headers=dict(s.headers), timeout=self.connect_timeout_s)
         return _streamable(str(s.url), dict(s.headers))

@@ -5,15 +5,25 @@ over the server's pooled session with a time-out; an unreachable, slow or failin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mcp.client.stdio import StdioServerParameters
 
-from agents.tools.mcp_client import McpConnection, McpError, McpPool, McpSpec, McpToolDef
+from agents.tools.mcp_client import (
+    Launcher,
+    McpConnection,
+    McpError,
+    McpPool,
+    McpSpec,
+    McpToolDef,
+)
 from agents.tools.registry import Tool, ToolContext, ToolError
 from memory.mcp_servers import McpServerData, McpServerStore
 from memory.tools import ToolData
@@ -44,21 +54,29 @@ def spec_of(server: McpServerData) -> McpSpec:
     )
 
 
-def jailed_launcher(strict: bool, memory_mb: int = 512) -> Any:
-    """stdio commands run inside the tool sandbox's isolation (agents/tools/mcp_jail.py)."""
+SCRATCH_PREFIX = "vg-mcp-"
 
-    def launch(spec: McpSpec) -> StdioServerParameters:
-        scratch = tempfile.mkdtemp(prefix="vg-mcp-")
-        if os.geteuid() == 0:
-            os.chown(scratch, NOBODY, NOBODY)
-        args = ["-I", "-B", JAIL, scratch, "1" if strict else "0", str(memory_mb)]
-        env = {"HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", **dict(spec.env)}
-        return StdioServerParameters(
-            command=sys.executable,
-            args=[*args, str(spec.command), *spec.args],
-            env=env,
-            cwd=scratch,
-        )
+
+def jailed_launcher(strict: bool, memory_mb: int = 512) -> Launcher:
+    """stdio commands run inside the tool sandbox's isolation (agents/tools/mcp_jail.py), each
+    server process in a scratch directory of its own, removed when the process has ended."""
+
+    @contextlib.asynccontextmanager
+    async def launch(spec: McpSpec) -> AsyncIterator[StdioServerParameters]:
+        scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+        try:
+            if os.geteuid() == 0:
+                os.chown(scratch, NOBODY, NOBODY)
+            args = ["-I", "-B", JAIL, scratch, "1" if strict else "0", str(memory_mb)]
+            env = {"HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", **dict(spec.env)}
+            yield StdioServerParameters(
+                command=sys.executable,
+                args=[*args, str(spec.command), *spec.args],
+                env=env,
+                cwd=scratch,
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     return launch
 

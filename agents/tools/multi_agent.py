@@ -123,7 +123,42 @@ async def send_message_to_agent_async(ctx: ToolContext, message: str, other_agen
         other_agent_id: The id of the agent to message.
     """
     await _other(ctx, other_agent_id)
-    task = asyncio.create_task(ask(ctx, other_agent_id, message))
+    task = asyncio.create_task(_ask_and_deliver(ctx, other_agent_id, message))
     _BACKGROUND.add(task)
     task.add_done_callback(_finished)
     return "Sent message successfully."
+
+
+REPLY_PREFIX = (
+    "[Incoming message from agent with ID '{id}' - its reply to the message you sent it with "
+    "send_message_to_agent_async]"
+)
+
+
+async def _ask_and_deliver(ctx: ToolContext, agent_id: str, message: str) -> str:
+    """The async variant: the asked agent's reply goes back to the sender as Letta delivers
+    an agent's message, a message in the sender's conversation (the one that asked, and no
+    other: another caller's conversation never sees it) that the sender reads on its next
+    turn. Stored under the conversation's turn lock, so never inside a running turn."""
+    try:
+        text = await ask(ctx, agent_id, message)
+    except ToolError as exc:
+        text = f"Error: {exc}"
+    conv = ctx.conversation_id
+    if conv is None or ctx.loop is None:
+        return text
+    from memory.models import MessageData
+    from memory.orm import new_id
+
+    note = MessageData(
+        id=new_id("message"),
+        agent_id=ctx.agent.id,
+        role="user",
+        kind="note",
+        conversation_id=conv,
+        identity_id=ctx.identity_id,
+        content=f"{REPLY_PREFIX.format(id=agent_id)} {text}",
+    )
+    async with ctx.loop.locks.hold(conv):
+        await ctx.memory.messages.append([note])
+    return text

@@ -6,7 +6,8 @@ offer, whether a call may run (else Letta's `[ToolConstraintError]` tool error w
 whether a call needs an approval, and whether the run may end.
 
 Letta's semantics: `run_first` (init) tools are the only ones allowed before any tool was called;
-`constrain_child_tools`: after the tool, only its children; `conditional`: after the tool, the
+`constrain_child_tools`: after the tool, only its children (their `child_arg_nodes` arguments
+prefilled, overriding the model's); `conditional`: after the tool, the
 child its output maps to; `parent_last_tool`: the children only right after the parent;
 `max_count_per_step`: at most N calls in the run; `exit_loop` (terminal): the run ends after the
 tool; `continue_loop`: the run goes on after it; `required_before_exit`: the run may not end
@@ -20,7 +21,7 @@ import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 HINT_PREFIX = "\n** Hint: Possible rules that were violated:\n"
 
@@ -66,13 +67,31 @@ class ContinueRule(_Rule):
         )
 
 
+class ArgNode(BaseModel):
+    """Letta's ToolCallNode: a child tool and arguments prefilled into its call."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(min_length=1, max_length=100)
+    args: dict[str, Any] | None = None
+
+
 class ChildRule(_Rule):
     type: Literal["constrain_child_tools"] = "constrain_child_tools"
     children: list[str] = Field(min_length=1)
-    child_arg_nodes: list[dict[str, Any]] | None = None
+    child_arg_nodes: list[ArgNode] | None = None
+
+    @model_validator(mode="after")
+    def _nodes_are_children(self) -> ChildRule:
+        strays = [n.name for n in self.child_arg_nodes or [] if n.name not in self.children]
+        if strays:
+            raise ValueError(f"child_arg_nodes name tools that are not children: {strays}")
+        return self
 
     def names(self) -> list[str]:
         return [self.tool_name, *self.children]
+
+    def child_args(self, name: str) -> dict[str, Any] | None:
+        return next((n.args for n in self.child_arg_nodes or [] if n.name == name), None)
 
     def default_template(self) -> str:
         return (
@@ -261,10 +280,17 @@ class RuleSolver:
         self.history.append(name)
 
     def init_args(self, name: str) -> dict[str, Any] | None:
-        """An init rule's prefilled arguments for its tool's first call."""
-        if self.history:
-            return None
-        return next((r.args for r in self._of(InitRule) if r.tool_name == name and r.args), None)
+        """Arguments the rules prefill into a call of `name` now (Letta's): an init rule's for
+        the first call, a child rule's `child_arg_nodes` right after its parent tool."""
+        if not self.history:
+            return next(
+                (r.args for r in self._of(InitRule) if r.tool_name == name and r.args), None
+            )
+        last = self.history[-1]
+        for r in self._of(ChildRule):
+            if r.tool_name == last and (args := r.child_args(name)):
+                return dict(args)
+        return None
 
     def is_terminal(self, name: str) -> bool:
         return any(r.tool_name == name for r in self._of(TerminalRule))

@@ -7,11 +7,15 @@ socket's `approval.response` answers too; a client tool runs over `tool.call` /
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
+from contextlib import closing
 from typing import Any
 
 import numpy as np
 
+from agents.approvals import NOT_RUN
 from tests.e2e.conftest import VoiceGateway
 from tests.support.fake_llm import Reply, ToolCallSpec
 from tests.support.speech import silence, speak
@@ -48,6 +52,14 @@ def runs_of_tool(vg: VoiceGateway, agent_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def stored_turns(vg: VoiceGateway, agent_id: str) -> list[dict[str, Any]]:
+    """The agent's finished turns as stored for the transcript bus (the outbox table)."""
+    url = vg.server.settings.database_url  # type: ignore[attr-defined]
+    with closing(sqlite3.connect(url.split("///", 1)[1])) as db:
+        rows = db.execute("SELECT payload FROM outbox WHERE agent_id = ? ORDER BY id", (agent_id,))
+        return [json.loads(p) for (p,) in rows]
+
+
 async def say(c: VoiceClient, text: str) -> None:
     await c.stream(np.concatenate([silence(300), speak(text), silence(900)]), 16000)
 
@@ -63,6 +75,7 @@ async def ask_for_booking(vg: VoiceGateway, agent_id: str) -> VoiceClient:
     assert done["stop_reason"] == "requires_approval"
     said = "".join(e["text"] for e in c.of_type("response.text.delta"))
     assert QUESTION in said  # the read-back is spoken (and shown)
+    assert QUESTION in c.of_type("response.text.done")[-1]["text"]  # and in the reply's text
     assert not c.of_type("response.tool_result")  # nothing ran
     return c
 
@@ -80,6 +93,12 @@ async def test_yes_please_approves_and_the_tool_runs_once(vg: VoiceGateway) -> N
     assert await c.wait_closed() == 1000
     runs = runs_of_tool(vg, agent_id)
     assert [(m["status"], m["tool_return"]) for m in runs] == [("success", "table booked for 4")]
+    # the read-back is in the stored transcript of its turn (what sleeptime reads)
+    asked, answered = [t for t in stored_turns(vg, agent_id) if not t["call_ended"]]
+    assert answered["user_text"].lower().startswith("yes")
+    assert QUESTION in asked["agent_text"] and QUESTION in asked["agent_text_heard"]
+    # ... but not in the stored assistant message (the model did not say it)
+    assert not any(QUESTION in str(m.get("content")) for m in vg.messages(agent_id))
 
 
 async def test_no_denies_and_it_never_runs(vg: VoiceGateway) -> None:
@@ -122,6 +141,51 @@ async def test_hanging_up_denies(vg: VoiceGateway) -> None:
     runs = runs_of_tool(vg, agent_id)
     assert [m["status"] for m in runs] == ["error"]
     assert "call ended before the caller answered" in runs[0]["tool_return"]
+
+
+NOTE = '''
+def note(text: str) -> str:
+    """Write a note.
+
+    Args:
+        text: The note.
+    """
+    return "noted " + text
+'''
+
+
+async def test_hanging_up_on_a_mixed_step_runs_nothing_of_it(vg: VoiceGateway) -> None:
+    """A step with a call that waits for approval and one that needs none: the free call is
+    announced (response.tool_call) but waits with the other; a hang-up refuses both (no model
+    step would follow to see a result, so nothing of the step runs)."""
+    resp = vg.http.put("/v1/tools/", json={"source_code": NOTE, "voice_safe": True})
+    assert resp.status_code in (200, 201), resp.text
+    booking_agent(vg)  # registers book_table
+    rule = {"type": "requires_approval", "tool_name": "book_table"}
+    agent_id = vg.agent(include_base_tools=False, tools=["book_table", "note"], tool_rules=[rule])
+    calls = [ToolCallSpec("note", {"text": "booking"}), ToolCallSpec("book_table", {"people": 4})]
+    vg.llm.push(Reply(tool_calls=calls))
+    c = await VoiceClient(vg.ws(agent_id)).connect()
+    await c.start(16000, 16000)
+    await c.send({"type": "input_text", "text": "Book a table for four and note it"})
+    await c.wait_for("approval.request", timeout=40)
+    await c.wait_for("response.done", timeout=40)
+    assert [e["name"] for e in c.of_type("response.tool_call")] == ["note"]
+    assert not c.of_type("response.tool_result")  # nothing ran yet
+    await c.close()
+    deadline = time.monotonic() + 20
+    while len(rets := tool_returns(vg, agent_id)) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert rets["book_table"][0] == "error"
+    assert rets["note"] == ("error", NOT_RUN)
+
+
+def tool_returns(vg: VoiceGateway, agent_id: str) -> dict[str, tuple[str, str]]:
+    return {
+        m["name"]: (m["status"], m["tool_return"])
+        for m in vg.messages(agent_id)
+        if m["message_type"] == "tool_return_message"
+    }
 
 
 async def test_socket_approval_response_and_unknown_call_id(vg: VoiceGateway) -> None:

@@ -1,6 +1,6 @@
 """Tool rules in voice calls: the same loop enforces them on a voice socket's turns (typed
 turns here, so each case is about the rules, not speech): init, child, conditional, parent,
-max count per step, terminal, required before exit (approval: test_voice_approvals.py)."""
+max count per step, terminal, continue, required before exit (approval: test_voice_approvals.py)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,11 @@ CASES = {
         [call("note", text="bye"), Reply(text="never asked")],
         [("note", True)],
     ),
+    "continue_loop": (
+        {"type": "continue_loop", "tool_name": "note"},
+        [call("note", text="x"), Reply(text="Noted, and going on.")],
+        [("note", True)],
+    ),
     "required_before_exit": (
         {"type": "required_before_exit", "tool_name": "note"},
         [Reply(text="bye"), call("note", text="x"), Reply(text="now bye")],
@@ -94,6 +99,11 @@ async def test_rule_in_a_voice_call(vg: VoiceGateway, case: str) -> None:
     assert got == expected
     if case == "exit_loop":
         assert len(vg.llm.requests) == 1 and len(vg.llm.queue) == 1  # no second model call
+    if case == "continue_loop":  # told to the model, and the turn goes on after the tool
+        prompt = vg.llm.requests[0]["messages"][0]["content"]
+        assert "note requires continuing your response when called" in prompt
+        assert len(vg.llm.requests) == 2
+        assert "going on" in c.of_type("response.text.done")[0]["text"]
     if case == "required_before_exit":
         assert "now bye" in c.of_type("response.text.done")[0]["text"]
     await c.send({"type": "session.end"})

@@ -164,3 +164,61 @@ def test_client_tool_over_rest(client: Letta, fake_llm: FakeLLM) -> None:
     assert [(m.status, m.tool_return) for m in ret] == [("success", "map of Paris shown")]  # type: ignore[union-attr]
     last = fake_llm.requests[-1]["messages"][-1]
     assert last == {"role": "tool", "tool_call_id": call_id, "content": "map of Paris shown"}
+
+
+NOTE = '''
+def note(text: str) -> str:
+    """Write a note.
+
+    Args:
+        text: The note.
+    """
+    return "noted " + text
+'''
+
+
+def test_mixed_step_as_letta(client: Letta, fake_llm: FakeLLM) -> None:
+    """A step calling a tool that needs approval and one that does not (Letta's parallel
+    approval test): nothing runs before the answer; the free call is shown as a
+    tool_call_message next to the approval request of the other; on the answer (a denial
+    here) it runs, and the model gets both results before it goes on."""
+    client.tools.create(source_code=NOTE)
+    agent = client.agents.create(
+        model="openai/fake", include_base_tools=False, tools=[ACTION, "note"]
+    )
+    client.agents.tools.update_approval(ACTION, agent_id=agent.id, body_requires_approval=True)
+    calls = [ToolCallSpec("note", {"text": "asked"}), ToolCallSpec(ACTION, {"content": "pay"})]
+    fake_llm.push(Reply(tool_calls=calls))
+    resp = client.agents.messages.create(
+        agent_id=agent.id, messages=[{"role": "user", "content": "pay and note it"}]
+    )
+    kinds = [m.message_type for m in resp.messages]
+    assert kinds == ["user_message", "tool_call_message", "approval_request_message"] or kinds == [
+        "tool_call_message",
+        "approval_request_message",
+    ]
+    free = next(m for m in resp.messages if m.message_type == "tool_call_message")
+    req = next(m for m in resp.messages if m.message_type == "approval_request_message")
+    assert free.tool_call.name == "note"  # type: ignore[union-attr]
+    assert [c.name for c in req.tool_calls] == [ACTION]  # type: ignore[union-attr]
+    assert not [m for m in resp.messages if m.message_type == "tool_return_message"]
+    listed = [m.message_type for m in client.agents.messages.list(agent_id=agent.id, order="asc")]
+    assert listed[-2:] == ["tool_call_message", "approval_request_message"]  # stored alike
+
+    fake_llm.requests.clear()
+    fake_llm.push(Reply(text="I noted it and did not pay."))
+    deny = {"type": "approval", "tool_call_id": req.tool_call.tool_call_id, "approve": False}  # type: ignore[union-attr]
+    resp2 = client.agents.messages.create(
+        agent_id=agent.id, messages=[{"type": "approval", "approvals": [deny]}]
+    )
+    rets = {
+        m.name: (m.status, str(m.tool_return))  # type: ignore[union-attr]
+        for m in resp2.messages
+        if m.message_type == "tool_return_message"
+    }
+    assert rets["note"] == ("success", "noted asked")
+    assert rets[ACTION][0] == "error" and stored(client, agent.id) == []
+    # the model knows: both results are in its next request
+    tools_seen = [m for m in fake_llm.requests[0]["messages"] if m["role"] == "tool"]
+    assert len(tools_seen) == 2 and any("noted asked" in m["content"] for m in tools_seen)
+    assert any("request to call tool denied" in m["content"] for m in tools_seen)

@@ -6,6 +6,8 @@ can be asked, and tags pick several."""
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 import pytest
 from letta_client import Letta
@@ -88,3 +90,51 @@ def test_unknown_or_foreign_agent_and_tags(client: Letta, fake_llm: FakeLLM) -> 
     replies = json.loads(str(ret[1].tool_return))  # type: ignore[union-attr]
     assert sorted(r["agent_id"] for r in replies) == sorted([a.id, b.id])
     assert all(r["response"] == "all fine" for r in replies)
+
+
+def test_async_reply_goes_back_to_the_senders_conversation_only(
+    client: Letta, fake_llm: FakeLLM
+) -> None:
+    """Letta's async variant: the tool returns at once; the asked agent's reply is delivered
+    as a message into the sender's conversation that asked (not another caller's), and the
+    sender reads it on its next turn."""
+    specialist = client.agents.create(
+        model="openai/fake", system="You are the billing specialist.", include_base_tools=False
+    )
+    asker = client.agents.create(
+        model="openai/fake", include_base_tools=False, tools=["send_message_to_agent_async"]
+    )
+    mine = client.conversations.create(agent_id=asker.id, extra_body={"caller": "u1"})
+    other = client.conversations.create(agent_id=asker.id, extra_body={"caller": "u2"})
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if str(body["messages"][0]["content"]).startswith("You are the billing specialist."):
+            return Reply(text="Plan B costs 12 euros a month.", ttft_s=0.3)
+        return Reply(text="ok")
+
+    fake_llm.responder = respond
+    args = {"message": "What does plan B cost?", "other_agent_id": specialist.id}
+    fake_llm.push(Reply(tool_calls=[ToolCallSpec("send_message_to_agent_async", args)]))
+    out = list(client.conversations.messages.create(mine.id, input="price of plan B?"))
+    ret = [m for m in out if m.message_type == "tool_return_message"]
+    assert [str(m.tool_return) for m in ret] == ["Sent message successfully."]  # type: ignore[union-attr]
+
+    deadline = time.monotonic() + 30
+    while True:
+        listed = list(client.conversations.messages.list(mine.id, order="asc"))
+        got = [m for m in listed if "Plan B costs 12 euros" in str(getattr(m, "content", ""))]
+        if got or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert [m.message_type for m in got] == ["system_message"]
+    assert f"agent with ID '{specialist.id}'" in str(got[0].content)  # type: ignore[union-attr]
+    # the sender reads it on its next turn in that conversation ...
+    fake_llm.requests.clear()
+    list(client.conversations.messages.create(mine.id, input="so?"))
+    assert "Plan B costs 12 euros" in json.dumps(fake_llm.requests[0]["messages"])
+    # ... and no other caller's conversation of the agent ever sees it
+    fake_llm.requests.clear()
+    list(client.conversations.messages.create(other.id, input="hello"))
+    assert "Plan B" not in json.dumps(fake_llm.requests[0]["messages"])
+    assert "Plan B" not in str(list(client.conversations.messages.list(other.id)))
+    assert list(client.agents.messages.list(agent_id=specialist.id)) == []

@@ -140,6 +140,43 @@ def test_child_rule_and_hint(client: Letta, fake_llm: FakeLLM) -> None:
     assert "<tool_usage_rules>" in fake_llm.requests[0]["messages"][0]["content"]
 
 
+def test_child_arg_nodes_prefill_the_child_call(client: Letta, fake_llm: FakeLLM) -> None:
+    """Letta's child_arg_nodes: right after the parent, the child's prefilled arguments
+    override the model's; an argument the child does not take is an error, nothing runs."""
+    rule = {
+        "type": "constrain_child_tools",
+        "tool_name": "lookup",
+        "children": ["note"],
+        "child_arg_nodes": [{"name": "note", "args": {"text": "from the rule"}}],
+    }
+    agent_id = agent_with(client, [rule])
+    got = client.agents.retrieve(agent_id).tool_rules or []
+    assert got[0].model_dump(exclude_none=True)["child_arg_nodes"] == rule["child_arg_nodes"]
+    fake_llm.push(
+        call("lookup", key="y"),
+        call("note", text="from the model"),
+        call("note", text="again"),  # not right after the parent: the model's own words
+        Reply(text="done"),
+    )
+    out = returns(send(client, agent_id))
+    assert out == [
+        ("lookup", "success", "yes"),
+        ("note", "success", "noted from the rule"),
+        ("note", "success", "noted again"),
+    ]
+    bad = {**rule, "child_arg_nodes": [{"name": "note", "args": {"bogus": 1}}]}
+    client.agents.update(agent_id, tool_rules=[bad])  # type: ignore[list-item]
+    fake_llm.push(call("lookup", key="y"), call("note", text="x"), Reply(text="done"))
+    out = returns(send(client, agent_id))
+    assert out[1][:2] == ("note", "error")
+    assert (
+        "Invalid prefilled tool arguments from tool rules" in out[1][2] and "'bogus'" in out[1][2]
+    )
+    stray = {**rule, "child_arg_nodes": [{"name": "lookup", "args": {"key": "y"}}]}
+    with pytest.raises(UnprocessableEntityError, match="not children"):
+        client.agents.update(agent_id, tool_rules=[stray])  # type: ignore[list-item]
+
+
 def test_conditional_rule_maps_output_to_the_next_tool(client: Letta, fake_llm: FakeLLM) -> None:
     rule = {
         "type": "conditional",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from voice_gateway.pipeline.session import VoiceSession
 
 log = logging.getLogger(__name__)
+READBACK = "readback:"  # texts key of an approval's spoken read-back
 
 
 @dataclass(slots=True)
@@ -187,10 +188,14 @@ class Reply:
                     question = await self.s.approvals.requested(ev)
                     if question:
                         self._say(splitter.flush(), current)
+                        # part of the reply's text: shown, in response.text.done, and in
+                        # the turn's transcript (not in the stored assistant message)
+                        key = READBACK + ev.message_id
+                        self.texts[key] = question
                         await self.s.send(
                             "response.text.delta", item_id=self.item_id, text=question
                         )
-                        self.speaker.say(question, None)
+                        self.speaker.say(question, key)
                 elif isinstance(ev, RunDone):
                     self.stop_reason = ev.stop_reason
                     if ev.stop_reason == "error" and await self._conversation_gone():
@@ -244,6 +249,7 @@ class Reply:
         cut = {mid: heard.get(mid, "") for mid in self.texts}
         full = " ".join(t for t in self.texts.values() if t)
         said = " ".join(cut[m] for m in self.texts if cut[m])
+        cut = {m: t for m, t in cut.items() if not m.startswith(READBACK)}  # not a message
         if self.turn.greeting:
             return
         try:
@@ -276,6 +282,14 @@ class Reply:
 
         start = self.turn.speech_end_at or self.turn.received_at
         filler_first = next((seg.sent_at for seg in sp.segments if seg.kind == "filler"), None)
+        after = [
+            seg.sent_at
+            for seg in sp.segments
+            if seg.kind == "sentence"
+            and seg.sent_at
+            and filler_first
+            and seg.sent_at > filler_first
+        ]
         return {
             "turn_id": self.turn.turn_id,
             "endpointing_ms": round(self.turn.endpointing_ms, 1),
@@ -284,4 +298,8 @@ class Reply:
             "tts_ttfb_ms": None if sp.tts_ttfb_ms is None else round(sp.tts_ttfb_ms, 1),
             "voice_to_voice_ms": ms(start, first),
             "filler_ms": ms(self.t_first_tool, filler_first) if filler_first else None,
+            # a tool turn as the caller hears it: end of speech -> the filler's first audio,
+            # and the filler's first audio -> the first audio of what follows it (the result)
+            "speech_to_filler_ms": ms(start, filler_first),
+            "filler_to_reply_ms": ms(filler_first, after[0]) if after else None,
         }

@@ -416,8 +416,13 @@ def letta_messages(m: MessageData) -> list[dict[str, Any]]:
         out.append(msg)
     calls = [{"name": c.name, "arguments": c.arguments, "tool_call_id": c.id} for c in m.tool_calls]
     if m.kind == "approval_request" and calls:
+        # Letta's mixed step: the calls that need nothing are tool calls, shown first
+        flagged = any(c.waits for c in m.tool_calls)
+        waits = [c for c, tc in zip(calls, m.tool_calls, strict=True) if tc.waits or not flagged]
+        for call in (c for c in calls if c not in waits):
+            out.append({**_base(m, "tool_call_message"), "tool_call": call, "tool_calls": [call]})
         out.append(
-            {**_base(m, "approval_request_message"), "tool_call": calls[0], "tool_calls": calls}
+            {**_base(m, "approval_request_message"), "tool_call": waits[0], "tool_calls": waits}
         )
         return out
     for call in calls:
