@@ -145,6 +145,7 @@ def _child(
     do_instrument: bool,
     ws_impl: str,
     log_name: str,
+    reuse_port: bool = False,
 ) -> None:
     import logging
 
@@ -197,7 +198,11 @@ def _child(
                 return
 
     async def main() -> None:
-        serving = asyncio.create_task(server.serve())
+        # a worker of several on one port (as `serve --workers N`): its own SO_REUSEPORT socket
+        from voice_gateway.workers import reuse_port_socket
+
+        sockets = [reuse_port_socket("127.0.0.1", port)] if reuse_port else None
+        serving = asyncio.create_task(server.serve(sockets=sockets))
         while not server.started:
             if serving.done():
                 await serving
@@ -272,19 +277,22 @@ def start_gateway(
     ws_impl: str = "fast",
     log_name: str = "gateway",
     timeout_s: float = 180.0,
+    port: int | None = None,
     **settings: Any,
 ) -> GatewayProcess:
     """The gateway in a child process. `llm`: InstantLLM arguments (injected for `openai/*`
-    agents); None: agents use the configured OpenAI-compatible endpoint."""
+    agents); None: agents use the configured OpenAI-compatible endpoint. With `port` given the
+    process binds it with SO_REUSEPORT: one worker of several (bench/_capacity.py)."""
     from tests.support.servers import free_port
 
     settings = {"voice": True, "database_url": database_url, **settings}
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    port = free_port()
+    reuse = port is not None
+    port = port or free_port()
     proc = ctx.Process(
         target=_child,
-        args=(child, port, settings, llm, instrument_frames, ws_impl, log_name),
+        args=(child, port, settings, llm, instrument_frames, ws_impl, log_name, reuse),
         daemon=True,
     )
     proc.start()

@@ -60,8 +60,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _capacity import overload_figures, start_workers
 from _common import emit, parser, ratio, summary
-from _voice import last_sound_frame, load, speech_clip, start_gateway
+from _voice import last_sound_frame, load, speech_clip
 from _wsload import OP_BINARY, LoadCall, connect, frame_header
 
 CYCLE_S = 8.0  # one user turn per 8 s per call: ~2 s of speech, a reply, a pause
@@ -136,6 +137,7 @@ class BenchCall(LoadCall):
         self.replies = 0
         self.turns: list[list[float | None]] = []
         self.utterance_start = False  # the current utterance was streamed from its first frame
+        self.event_count = 0  # a call refused by admission control must have none
         self.last_speech_at = 0.0
 
     def mark(self, index: int, at: float, pattern: Pattern) -> None:
@@ -154,6 +156,7 @@ class BenchCall(LoadCall):
         self.audio_waiting = False
 
     def on_event(self, at: float, event: dict[str, Any]) -> None:
+        self.event_count += 1
         kind = event.get("type")
         if kind == "speech.started":
             idx = event["at_ms"] // 20  # the input frame whose handling emitted it
@@ -212,7 +215,11 @@ async def _open(url: str, offset: int, client: str, caller: str | None) -> Bench
     else:
         call = await connect(BenchCall, url, offset)
         call.send_json(_start_event(caller))
-    await asyncio.wait_for(call.started, 30)
+    # started, or refused (admission control closes 1013 before any event)
+    closed = asyncio.ensure_future(call.closed)
+    await asyncio.wait([call.started, closed], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    if not call.started.done() and not call.closed.done():
+        raise TimeoutError("a call neither started nor was refused within 30 s")
     return call
 
 
@@ -257,8 +264,14 @@ async def _load(
     pattern: Pattern,
     client: str,
 ) -> dict[str, Any]:
-    calls = [
+    offered = [
         await _open(u, o, client, who) for u, o, who in zip(urls, offsets, callers, strict=True)
+    ]
+    calls = [c for c in offered if c.started.done()]
+    refused = [
+        {"close_code": c.close_code, "events": c.event_count, "errors": c.errors}
+        for c in offered
+        if not c.started.done()
     ]
     # a wall-clock start shared by all loaders, then monotonic pacing
     await asyncio.sleep(max(0.0, start_at - time.time()))
@@ -289,6 +302,7 @@ async def _load(
             }
             for c in calls
         ],
+        "refused": refused,
         "cpu_s": cpu_s,
         "late": late,
         "stream_end": stream_end,
@@ -380,9 +394,23 @@ def run_level(
         p.join(30)
     server = gw.stats()
     server["cpu"] = streaming_cpu
-    return _verdict(
-        n, server, results, (load_before, os.getloadavg()[0]), pattern.endpoint_delay_ms, deadline_s
+    refused = sum(len(r.get("refused", [])) for r in results)
+    level = _verdict(
+        n - refused,  # the rules judge the admitted calls
+        server,
+        results,
+        (load_before, os.getloadavg()[0]),
+        pattern.endpoint_delay_ms,
+        deadline_s,
     )
+    level["offered"] = overload_figures(results, n)
+    level["loader_cores"] = round(sum(r.get("cpu_s", 0.0) for r in results) / seconds, 3)
+    if "calls_per_worker" in server:
+        level["calls_per_worker"] = server["calls_per_worker"]
+        level["server_cpu"]["per_worker_main_thread_cores"] = streaming_cpu.get(
+            "per_worker_main_thread_cores"
+        )
+    return level
 
 
 def reply_figures(
@@ -487,6 +515,9 @@ def row(impl: str, layout: str, client: str, level: dict[str, Any]) -> dict[str,
         "agents": layout,
         "client": client,
         "calls": level["calls"],
+        "offered": level["offered"]["offered"],
+        "refused_1013": level["offered"]["refused_1013"],
+        "half_served": level["offered"]["half_served"],
         "passed": level["passed"],
         "rules": level["rules"],
         "client_p99_ms": level["client_frame_latency"].get("p99_ms"),
@@ -500,6 +531,7 @@ def row(impl: str, layout: str, client: str, level: dict[str, Any]) -> dict[str,
         "main_thread_cores": level["server_cpu"]["main_thread_cores"],
         "main_thread_us_per_frame": level["server_cpu"]["main_thread_us_per_frame"],
         "loader_cpu_us_per_frame": level["loader_cpu_us_per_frame"],
+        "loader_cores": level["loader_cores"],
         "loader_late_p99_ms": level["loader_lateness"].get("p99_ms"),
         "loadavg_1m": level["loadavg_1m_start_end"],
         "fail_reasons": level["fail_reasons"],
@@ -593,35 +625,94 @@ def main() -> None:
         help="load generator: the light RFC 6455 client (bench/_wsload.py) or the websockets "
         "library's asyncio client",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="gateway processes sharing the port, as `serve --workers N` (N > 1: a private "
+        "redis-server is started for the turn locks and the transcript bus)",
+    )
+    p.add_argument("--redis", action="store_true", help="Redis even with one worker")
+    p.add_argument(
+        "--overload",
+        action="store_true",
+        help="after the sweep: a fresh gateway whose call slots (VG_PROCESS_MAX_CALLS) are the "
+        "largest level that held both rules (or --capacity), offered twice that many calls: "
+        "the admitted must hold the rules, the rest be refused with 1013, none half-served",
+    )
+    p.add_argument("--capacity", type=int, default=0, help="--overload's capacity (0: measured)")
     args = p.parse_args()
     impls = [x for x in args.ws.split(",") if x]
     layouts = list(LAYOUTS) if args.agents == "both" else [args.agents]
-    levels = [int(x) for x in args.levels.split(",") if x] or (
-        [100, 300] if args.quick else [200, 300, 400, 500, 600, 700]
+    levels = [int(x) for x in args.levels.split(",") if x.isdigit()] or (
+        []
+        if args.levels == "none"
+        else [100, 300]
+        if args.quick
+        else [200, 300, 400, 500, 600, 700]
     )
     seconds = args.seconds or (8.0 if args.quick else 30.0)
     speech = args.speech or (SHORT_SPEECH if args.cycle < 5 else LONG_SPEECH)
     pattern = cycle_pattern(args.cycle, speech, args.endpoint_ms)
     name = "voice_concurrency_no_turns" if args.no_turns else "voice_concurrency"
-    callers: list[str | None] = [f"bench-caller-{i}" for i in range(max(levels))]
+    most = max([*levels, args.capacity]) * 2
+    callers: list[str | None] = [f"bench-caller-{i}" for i in range(most)]
     out: list[dict[str, Any]] = []
+    overloads: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        gws = {
-            (impl, layout): start_gateway(
-                f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{impl}-{layout}.db'}",
+        redis = None
+        if args.workers > 1 or args.redis:
+            from tests.support.servers import free_port
+            from tests.support.services import RedisServer
+
+            redis = RedisServer(free_port(), tmp).start()
+
+        def launch(impl: str, layout: str, tag: str, **admission: Any) -> Any:
+            k = len(impls) * LAYOUTS.index(layout) + impls.index(impl) + (8 if tag else 0)
+            return start_workers(
+                args.workers,
+                f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{impl}-{layout}{tag}.db'}",
                 llm={"reply": "Sure thing."},
                 stt="instant-mute" if args.no_turns else "instant",
                 tts="instant",
                 sleeptime_every_turns=10**6,
                 idle_timeout_s=600.0,
                 endpoint_silence_ms=args.endpoint_ms,
-                log_name=f"{name}.{impl}.{layout}",
+                log_name=f"{name}.{impl}.{layout}{tag}",
                 instrument_frames=not args.no_instrument,
                 ws_impl=impl,
+                redis_url=f"redis://127.0.0.1:{redis.port}/{k}" if redis else None,
+                # the sweep measures what the process holds: no admission control there
+                **(admission or {"process_max_calls": 0, "admit_max_lag_ms": 0}),
             )
-            for impl in impls
-            for layout in layouts
-        }
+
+        def make_agents(gw: Any, layout: str, n: int) -> list[str]:
+            if layout == "one":
+                return [gw.agent(name="shared")] * n
+            return [gw.agent(name=f"caller-{i}") for i in range(n)]
+
+        def overload(impl: str, layout: str, capacity: int) -> None:
+            """A fresh gateway with `capacity` call slots, offered twice that many calls."""
+            gw = launch(impl, layout, ".overload", process_max_calls=capacity)
+            try:
+                settle([gw])
+                level = run_level(
+                    gw,
+                    make_agents(gw, layout, 2 * capacity),
+                    2 * capacity,
+                    seconds,
+                    args.loaders,
+                    pattern,
+                    args.client,
+                    callers if layout == "one" else None,
+                    args.reply_deadline,
+                )
+            finally:
+                gw.stop()
+            overloads.append({"ws": impl, "agents": layout, "capacity": capacity, **level})
+            print(json.dumps(row(impl, layout, args.client, level)), file=sys.stderr)
+
+        gws = {(impl, layout): launch(impl, layout, "") for impl in impls for layout in layouts}
 
         def run_pass(k: int, order: list[tuple[tuple[str, str], Any]]) -> None:
             done: set[tuple[str, str]] = set()
@@ -663,14 +754,9 @@ def main() -> None:
                         done.add((impl, layout))  # its next levels would fail too
 
         try:
-            agents: dict[tuple[str, str], list[str]] = {}
-            for (impl, layout), gw in gws.items():
-                if layout == "one":
-                    agents[impl, layout] = [gw.agent(name="shared")] * max(levels)
-                else:
-                    agents[impl, layout] = [
-                        gw.agent(name=f"caller-{i}") for i in range(max(levels))
-                    ]
+            agents = {
+                key: make_agents(gw, key[1], max(levels, default=0)) for key, gw in gws.items()
+            }
             for k in range(args.repeat):
                 # each pass sweeps the levels; the layouts take turns going first
                 order = list(gws.items())
@@ -678,10 +764,19 @@ def main() -> None:
         finally:
             for gw in gws.values():
                 gw.stop()
-    best = {
-        impl: {layout: best_levels(out, impl, layout, args.repeat) for layout in layouts}
-        for impl in impls
-    }
+        best = {
+            impl: {layout: best_levels(out, impl, layout, args.repeat) for layout in layouts}
+            for impl in impls
+        }
+        try:
+            for impl in impls[:1]:  # admission is the app's, not the protocol's: ours
+                for layout in layouts if args.overload else ():
+                    capacity = args.capacity or best[impl][layout]["both"]
+                    if capacity:
+                        overload(impl, layout, capacity)
+        finally:
+            if redis is not None:
+                redis.stop()
 
     shared_vs_per_call = {
         impl: {
@@ -731,7 +826,26 @@ def main() -> None:
                     for impl, per in best.items()
                 },
             },
+            "workers": args.workers,
+            "redis": redis is not None,
             "table": [row(lv["ws"], lv["agents"], args.client, lv) for lv in out],
+            "overload": {
+                "rule": "offered twice the capacity (the largest level holding both rules, or "
+                "--capacity) to a gateway with that many call slots: the admitted calls hold "
+                "both rules, every other call is refused with 1013 before any event, none is "
+                "half-served",
+                "table": [
+                    {**row(lv["ws"], lv["agents"], args.client, lv), "capacity": lv["capacity"]}
+                    for lv in overloads
+                ],
+                "held": [
+                    lv["passed"]
+                    and not lv["offered"]["half_served"]
+                    and lv["offered"]["refused_1013"] + lv["calls"] == lv["offered"]["offered"]
+                    for lv in overloads
+                ],
+                "levels": overloads,
+            },
             "levels": out,
             **load(),
         },

@@ -26,6 +26,7 @@ from memory.mcp_servers import McpServerStore
 from memory.service import Memory
 from memory.usage import UsageStore
 from voice_gateway.auth import Auth
+from voice_gateway.capacity import Capacity
 from voice_gateway.errors import EXCEPTION_HANDLERS
 from voice_gateway.gateway import Gateway
 from voice_gateway.limits import Admission, BodyLimit
@@ -83,6 +84,8 @@ async def open_gateway(settings: Settings) -> Gateway:
     gw = Gateway(
         settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
     )
+    gw.capacity = Capacity(settings.process_max_calls, settings.admit_max_lag_ms)
+    gw.capacity.start()
     await check_tool_isolation(gw)
     loop.mcp = mcp_tools(gw)
     if settings.voice:
@@ -130,6 +133,7 @@ def mcp_tools(gw: Gateway) -> McpTools:
 
 
 async def close_gateway(gw: Gateway) -> None:
+    await gw.capacity.aclose()
     if gw.webrtc is not None:
         await gw.webrtc.aclose()
     runs = gw.extras.get("runs")

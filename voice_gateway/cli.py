@@ -23,7 +23,15 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         settings.host = args.host
     if args.port:
         settings.port = args.port
+    if args.workers:
+        settings.workers = args.workers
     settings.check_bind_safety()
+    from voice_gateway.workers import Supervisor, WorkersRefused, check_workers, reuse_port_socket
+
+    try:
+        check_workers(settings)
+    except WorkersRefused as exc:
+        raise SystemExit(f"voice-gateway: {exc}") from None
     if settings.voice:
         from voice_gateway.provider_check import ProviderSettingError, check_provider_settings
 
@@ -31,6 +39,15 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             check_provider_settings(settings)
         except ProviderSettingError as exc:
             raise SystemExit(f"voice-gateway: {exc}") from None
+    if settings.workers > 1 and not args.reuse_port:
+        logging.getLogger("voice_gateway").info(
+            "voice-gateway %s: %d workers on http://%s:%s",
+            __version__,
+            settings.workers,
+            settings.host,
+            settings.port,
+        )
+        return Supervisor(settings.workers, settings.host, settings.port).run()
     logging.getLogger("voice_gateway").info(
         "voice-gateway %s: serving on http://%s:%s", __version__, settings.host, settings.port
     )
@@ -51,7 +68,11 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         log_config=None,
         timeout_graceful_shutdown=5,  # after the drain: what is left gets 5 s
     )
-    GracefulServer(config, app, settings.drain_timeout_s).run()
+    server = GracefulServer(config, app, settings.drain_timeout_s)
+    # a worker of `--workers N`: its own socket on the shared port (SO_REUSEPORT)
+    server.run(
+        sockets=[reuse_port_socket(settings.host, settings.port)] if args.reuse_port else None
+    )
     return 0
 
 
@@ -169,6 +190,13 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the gateway (HTTP + WebSockets)")
     s.add_argument("--host")
     s.add_argument("--port", type=int)
+    s.add_argument(
+        "--workers",
+        type=int,
+        help="gateway processes sharing the port, about one per core (default VG_WORKERS, 1); "
+        "more than one needs VG_REDIS_URL",
+    )
+    s.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # a worker
     sub.add_parser("migrate", help="bring the database schema up to date")
     st = sub.add_parser("sleeptime", help="run a sleeptime memory worker (needs VG_REDIS_URL)")
     st.add_argument(

@@ -18,9 +18,9 @@ log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
-        self.status, self.detail = status, detail
+        self.status, self.detail, self.headers = status, detail, headers
 
 
 def validation_detail(exc: ValidationError) -> str:
@@ -66,6 +66,8 @@ async def handle(request: Request, exc: Exception) -> Response:
     else:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
     headers = {"Allow": allowed_methods(request)} if status == 405 else None
+    if isinstance(exc, ApiError) and exc.headers:
+        headers = {**(headers or {}), **exc.headers}
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 

@@ -14,6 +14,7 @@ from agents.loop import AgentLoop
 from agents.memory_events import MemoryEvents
 from memory.service import Memory
 from voice_gateway.auth import Auth
+from voice_gateway.capacity import Capacity
 from voice_gateway.metrics import Metrics
 from voice_gateway.settings import Settings
 
@@ -35,6 +36,7 @@ class Gateway:
     memory_events: MemoryEvents
     voice: VoiceServices | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    capacity: Capacity = field(default_factory=lambda: Capacity(0, 0.0))  # admission
     quotas: Quotas | None = None
     webrtc: WebRTCCalls | None = None
     extras: dict[str, Any] = field(default_factory=dict)

@@ -89,6 +89,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )  # kind: rest (429) | calls (concurrent calls, 4429) | minutes (call minutes, 4429)
+        self.calls_refused = Counter(
+            "vg_calls_refused_total",
+            "New calls refused because this process is at capacity (close 1013, HTTP 503)",
+            ["source", "reason"],
+            registry=r,
+        )  # source: voice | phone | twilio_webhook | webrtc; reason: slots | lag
 
     def observe_turn(self, source: str, m: dict[str, Any]) -> None:
         """A voice turn finished: its `turn.metrics` event fields (milliseconds or None)."""

@@ -165,6 +165,13 @@ class Settings(BaseSettings):
     # Browser origins allowed on the sockets and REST ("*": any); unset: own + loopback
     allowed_origins: str | None = None
 
+    # Admission control per process (voice_gateway/capacity.py, docs/operations.md): past
+    # either a new call is refused (close 1013, HTTP 503) instead of slowing the live ones
+    process_max_calls: int = Field(500, ge=0)  # live calls in one process; 0: no limit
+    admit_max_lag_ms: float = Field(30.0, ge=0)  # smoothed event-loop lag; 0: not judged
+    # `voice-gateway serve --workers N`: N processes share the port (N > 1 needs VG_REDIS_URL)
+    workers: int = Field(1, ge=1, le=64)
+
     def secrets(self) -> list[str]:
         """Configured secrets, for the log redaction filter."""
         values = (

@@ -17,6 +17,7 @@ CLOSE_GOING_AWAY = 1001  # idle timeout
 CLOSE_TOO_BIG = 1009
 CLOSE_INTERNAL = 1011
 CLOSE_RESTART = 1012  # server shutting down
+CLOSE_TRY_LATER = 1013  # this process is at capacity: call again (another instance answers)
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_POLICY = 1008  # policy violation: a start message whose parameters are refused
 CLOSE_FORBIDDEN = 4403  # Origin not allowed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -22,8 +24,8 @@ async def metrics(request: Request) -> Response:
 
 
 async def health(request: Request) -> JSONResponse:
-    """The process is up and serving HTTP."""
-    return JSONResponse({"status": "ok", "version": __version__})
+    """The process is up and serving HTTP (`pid`: which worker of `serve --workers N`)."""
+    return JSONResponse({"status": "ok", "version": __version__, "pid": os.getpid()})
 
 
 async def ready(request: Request) -> JSONResponse:

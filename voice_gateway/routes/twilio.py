@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,6 +15,7 @@ from twilio.twiml.voice_response import Connect, VoiceResponse
 from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
+from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
@@ -23,10 +25,11 @@ from voice_gateway.pipeline.transport import (
     CLOSE_NOT_FOUND,
     CLOSE_QUOTA,
     CLOSE_RESTART,
+    CLOSE_TRY_LATER,
 )
 from voice_gateway.protocol.twilio import TwilioTransport
 from voice_gateway.quotas import QuotaExceeded
-from voice_gateway.routes.voice_ws import quota_ender, refusal, run_call
+from voice_gateway.routes.voice_ws import admit_call, quota_ender, refusal, run_call
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
@@ -68,6 +71,8 @@ async def voice_webhook(request: Request) -> Response:
     agent_id = request.query_params.get("agent_id") or form.get("agent_id")
     if not agent_id:
         raise ApiError(400, "agent_id query parameter is required")
+    if (busy := gw.capacity.refusal()) is not None:
+        return over_capacity(gw, busy)
     if not await gw.memory.agents.exists(agent_id):
         raise ApiError(404, f"agent not found: {agent_id}")
     # the caller is the call's From number, bound into the stream's token (never logged whole)
@@ -83,12 +88,38 @@ async def voice_webhook(request: Request) -> Response:
     return Response(str(twiml.to_xml()), media_type="application/xml")
 
 
+def over_capacity(gw: Any, busy: Refusal) -> Response:
+    """The webhook's answer when this process is at capacity: 503 (Retry-After), which makes
+    Twilio request the number's Fallback URL (another instance or region); the TwiML body
+    (busy) is what a platform that reads error bodies plays. Nothing is connected."""
+    gw.metrics.calls_refused.labels("twilio_webhook", busy.reason).inc()
+    twiml = VoiceResponse()
+    twiml.reject(reason="busy")
+    return Response(
+        str(twiml.to_xml()),
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+        media_type="application/xml",
+    )
+
+
 async def media_socket(ws: WebSocket) -> None:
     gw = ws.app.state.gw
     await ws.accept()
     if gw.extras.get("draining"):
         await ws.close(CLOSE_RESTART, "server is shutting down")
         return
+    ticket = admit_call(gw, "phone")
+    if isinstance(ticket, Refusal):  # filled up since the webhook answered
+        await ws.close(CLOSE_TRY_LATER, ticket.detail)
+        return
+    try:
+        await _media_call(gw, ws, ticket)
+    finally:
+        ticket.release()
+
+
+async def _media_call(gw: Any, ws: WebSocket, ticket: Ticket) -> None:
     transport = TwilioTransport(ws)
     info = await transport.start_within(gw.settings.idle_timeout_s)
     if info is None:
@@ -124,7 +155,7 @@ async def media_socket(ws: WebSocket) -> None:
     )
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
-        await run_call(gw, session, guard, info)
+        await run_call(gw, session, guard, info, ticket)
     finally:
         if transport.dropped:
             log.info("twilio stream %s: dropped frames %s", transport.stream_sid, transport.dropped)

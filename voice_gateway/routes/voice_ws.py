@@ -15,6 +15,7 @@ from starlette.websockets import WebSocket
 from memory.identities import BadCallerKey, check_caller_key
 from memory.models import NotFound
 from voice_gateway.auth import Principal, anonymous, client_ip
+from voice_gateway.capacity import Refusal, Ticket
 from voice_gateway.errors import ApiError
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
@@ -22,6 +23,7 @@ from voice_gateway.pipeline.transport import (
     CLOSE_NOT_FOUND,
     CLOSE_QUOTA,
     CLOSE_RESTART,
+    CLOSE_TRY_LATER,
     CLOSE_UNAUTHORIZED,
     StartInfo,
     Transport,
@@ -89,13 +91,33 @@ async def refusal(gw: Any, ws: WebSocket, exc: ApiError) -> tuple[int, str]:
     return CLOSE_UNAUTHORIZED, exc.detail[:120]
 
 
+def admit_call(gw: Any, source: str) -> Ticket | Refusal:
+    """A slot of this process for a new call, or why not (counted in vg_calls_refused_total)."""
+    verdict = gw.capacity.admit()
+    if isinstance(verdict, Refusal):
+        gw.metrics.calls_refused.labels(source, verdict.reason).inc()
+    return verdict
+
+
 async def voice_socket(ws: WebSocket) -> None:
     gw = ws.app.state.gw
-    agent_id = ws.path_params["agent_id"]
     await ws.accept()
     if gw.extras.get("draining"):
         await ws.close(CLOSE_RESTART, "server is shutting down")
         return
+    # before any other work: a refused call costs the process next to nothing
+    ticket = admit_call(gw, "voice")
+    if isinstance(ticket, Refusal):
+        await ws.close(CLOSE_TRY_LATER, ticket.detail)
+        return
+    try:
+        await _voice_call(gw, ws, ticket)
+    finally:
+        ticket.release()
+
+
+async def _voice_call(gw: Any, ws: WebSocket, ticket: Ticket) -> None:
+    agent_id = ws.path_params["agent_id"]
     try:
         principal = await _authenticate(ws, agent_id)
         agent = await gw.memory.agents.get(
@@ -122,7 +144,7 @@ async def voice_socket(ws: WebSocket) -> None:
     rule = CallerRule(bound=principal.caller, may_choose=not principal.by_token)
     session = VoiceSession(gw, voice, transport, agent, caller=rule)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
-    await run_call(gw, session, guard)
+    await run_call(gw, session, guard, ticket=ticket)
 
 
 def quota_ender(transport: Transport) -> Callable[[], Awaitable[None]]:
@@ -139,15 +161,22 @@ def quota_ender(transport: Transport) -> Callable[[], Awaitable[None]]:
 
 
 async def run_call(
-    gw: Any, session: VoiceSession, guard: CallGuard, info: StartInfo | None = None
+    gw: Any,
+    session: VoiceSession,
+    guard: CallGuard,
+    info: StartInfo | None = None,
+    ticket: Ticket | None = None,
 ) -> None:
-    """Run an admitted call; its minutes are counted and its slot freed however it ends."""
+    """Run an admitted call; its minutes are counted and its slots (the identity's and the
+    process's) freed however it ends."""
     calls = gw.extras.setdefault("calls", set())
     calls.add(session)
     try:
         await session.run(info)
     finally:
         calls.discard(session)
+        if ticket is not None:
+            ticket.release()
         await guard.close()
 
 

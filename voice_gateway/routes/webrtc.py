@@ -13,12 +13,13 @@ from starlette.routing import BaseRoute, Route
 
 from memory.models import NotFound
 from voice_gateway.auth import Principal
+from voice_gateway.capacity import RETRY_AFTER_S, Refusal
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.quotas import QuotaExceeded
-from voice_gateway.routes.voice_ws import quota_ender, run_call
+from voice_gateway.routes.voice_ws import admit_call, quota_ender, run_call
 from voice_gateway.webrtc.calls import WebRTCCalls
 from voice_gateway.webrtc.offer import read_offer
 
@@ -68,20 +69,25 @@ async def create_call(request: Request) -> Response:
     offer = await read_offer(request)
     calls = _calls(gw)
     assert gw.quotas is not None and gw.voice is not None  # set when the gateway opened
+    ticket = admit_call(gw, "webrtc")
+    if isinstance(ticket, Refusal):  # no ICE, no DTLS: refused before the media starts
+        raise ApiError(503, ticket.detail, {"Retry-After": str(RETRY_AFTER_S)})
     try:
         guard = await gw.quotas.open_call(principal.identity)
     except QuotaExceeded as exc:
+        ticket.release()
         log.warning("webrtc call of %s refused: %s", principal.identity, exc.detail)
         raise ApiError(429, exc.detail) from exc
     try:
         call = await calls.answer(agent_id, offer)
     except BaseException:
+        ticket.release()
         await guard.close()
         raise
     rule = CallerRule(bound=principal.caller, may_choose=not principal.by_token)
     session = VoiceSession(gw, gw.voice, call.transport, agent, caller=rule)
     session.watchers.append(lambda: guard.watch(quota_ender(call.transport)))
-    calls.run(call, lambda: run_call(gw, session, guard))
+    calls.run(call, lambda: run_call(gw, session, guard, ticket=ticket))
     location = f"/v1/agents/{agent_id}/webrtc/{call.id}"
     servers = calls.config.client_servers()
     if offer.whip:
