@@ -20,7 +20,7 @@ N_FRAMES = WINDOW_S * RATE // HOP  # 800
 _FLOOR = 1e-10
 
 
-def _hz_to_mel(f: np.ndarray) -> np.ndarray:
+def _hz_to_mel(f: np.ndarray | float) -> np.ndarray:
     """Slaney's mel scale: linear below 1 kHz, logarithmic above."""
     f = np.asarray(f, dtype=np.float64)
     lin = f / (200.0 / 3)

@@ -16,7 +16,6 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 

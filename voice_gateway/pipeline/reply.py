@@ -8,19 +8,16 @@ import logging
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agents.events import RunDone, TextDelta, ToolArgsDelta, ToolCallReady, ToolResult
 from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
-from memory.models import TranscriptEvent
+from memory.models import AgentData, Source, TranscriptEvent
 from memory.orm import new_id, utcnow
 from voice_gateway.pipeline.sentences import SentenceSplitter
-from voice_gateway.pipeline.services import APOLOGY
+from voice_gateway.pipeline.services import APOLOGY, VoiceServices
 from voice_gateway.pipeline.speech import Speaker, heard_text
-
-if TYPE_CHECKING:
-    from voice_gateway.pipeline.session import VoiceSession
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +32,32 @@ class UserTurn:
     stt_ms: float = 0.0
     received_at: float = field(default_factory=time.monotonic)
     greeting: bool = False
+    turn_taking: dict[str, Any] = field(default_factory=dict)  # end_of_turn_ms, verdict, ...
+
+
+class ReplyHost(Protocol):
+    """What a reply needs from its call (VoiceSession in pipeline/session.py provides it)."""
+
+    gw: Any  # the gateway's loop, memory and metrics
+    voice: VoiceServices
+    agent: AgentData
+    agent_id: str
+    conversation_id: str | None
+    identity_id: str | None
+    output_rate: int
+
+    @property
+    def source(self) -> Source: ...
+
+    async def send(self, type_: str, **fields: Any) -> None: ...
+
+    async def send_audio(self, item_id: str, pcm: bytes) -> None: ...
+
+    async def error(self, code: str, message: str) -> None: ...
 
 
 class Reply:
-    def __init__(self, session: VoiceSession, turn: UserTurn) -> None:
+    def __init__(self, session: ReplyHost, turn: UserTurn) -> None:
         self.s = session
         self.turn = turn
         self.item_id = new_id("item")
@@ -60,7 +79,7 @@ class Reply:
         self.finished = False  # all audio sent; only bookkeeping left
 
     async def _send_audio(self, pcm: bytes) -> None:
-        await self.s.transport.send_audio(self.item_id, pcm)
+        await self.s.send_audio(self.item_id, pcm)
 
     async def _first_audio(self) -> None:
         await self.s.send(
@@ -99,7 +118,7 @@ class Reply:
         metrics = self.metrics()
         await self.s.send("turn.metrics", **metrics)
         if not self.turn.greeting:
-            self.s.gw.metrics.observe_turn(self.s.transport.source, metrics)
+            self.s.gw.metrics.observe_turn(self.s.source, metrics)
             await self.s.gw.memory.finish_turn(self._event(text, text, interrupted=False))
 
     async def _agent_turn(self) -> None:
@@ -110,7 +129,7 @@ class Reply:
             mode=VOICE,
             conversation_id=self.s.conversation_id,
             turn_id=self.turn.turn_id,
-            source=self.s.transport.source,
+            source=self.s.source,
             notes=self.turn.notes,
             publish=False,
             llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
@@ -154,7 +173,7 @@ class Reply:
                     self.stop_reason = ev.stop_reason
                     if ev.stop_reason in ("llm_api_error", "error"):
                         self.s.gw.metrics.provider_error("llm", self.s.agent.model)
-                        await self.s.transport.error("llm_error", ev.error or "the model failed")
+                        await self.s.error("llm_error", ev.error or "the model failed")
                         splitter = SentenceSplitter()  # not the half sentence it broke off in
                         await self._apologize()
         self._say(splitter.flush(), current)
@@ -186,7 +205,7 @@ class Reply:
 
     async def _tts_failed(self, exc: Exception) -> None:
         self.s.gw.metrics.provider_error("tts", self.s.voice.tts.name)
-        await self.s.transport.error("tts_error", str(exc))
+        await self.s.error("tts_error", str(exc))
         await self._apologize()
 
     async def cancelled(self, reason: str) -> None:
@@ -215,7 +234,7 @@ class Reply:
             conversation_id=self.s.conversation_id,
             identity_id=self.s.identity_id,
             turn_id=self.turn.turn_id,
-            source=self.s.transport.source,
+            source=self.s.source,
             user_text=self.turn.text,
             agent_text=text,
             agent_text_heard=heard,
@@ -241,4 +260,5 @@ class Reply:
             "tts_ttfb_ms": None if sp.tts_ttfb_ms is None else round(sp.tts_ttfb_ms, 1),
             "voice_to_voice_ms": ms(start, first),
             "filler_ms": ms(self.t_first_tool, filler_first) if filler_first else None,
+            **self.turn.turn_taking,
         }

@@ -83,6 +83,7 @@ class TurnDetector:
         self.pauses = 0
         self._decision: Decision | None = None
         self._verdict: Verdict | None = None
+        self._pause_text: str | None = None  # the speculative transcript of this pause
 
     @property
     def speaking(self) -> bool:
@@ -93,8 +94,10 @@ class TurnDetector:
     def in_confirmed_utterance(self) -> bool:
         return self._state == _ACTIVE
 
-    def feed(self, frame: bytes) -> list[TurnEvent]:
-        voiced = self.vad.is_speech(frame)
+    def feed(self, frame: bytes, clean: bytes | None = None) -> list[TurnEvent]:
+        """`clean`: the frame with the reply's echo removed, for the speech decision; the
+        utterance keeps `frame` (see VoiceSession._frame for why)."""
+        voiced = self.vad.is_speech(frame if clean is None else clean)
         start_ms = self.now_ms
         self.now_ms += self.frame_ms
         if self._state == _IDLE:
@@ -115,25 +118,28 @@ class TurnDetector:
             self._voiced_ms += self.frame_ms
             self._silent_ms = 0
             self._last_voiced_end = self.now_ms
-            self._decision = self._verdict = None  # the pause is over; its verdict with it
+            self._decision = self._verdict = self._pause_text = None  # the pause is over
             return self._maybe_confirm() if self._state == _PENDING else []
         self._silent_ms += self.frame_ms
         if self._state == _PENDING and self._silent_ms >= self.false_gap_ms:
             return [self._reset_false_start()]
         if self._state != _ACTIVE:
             return []
-        events: list[TurnEvent] = []
+        out: list[TurnEvent] = []
         first = max(self.pause_ms, self.frame_ms)
         if self._silent_ms - self.frame_ms < first <= self._silent_ms:
             self.pauses += 1
-            events.append(PauseStarted(self._last_voiced_end, self.pauses))
+            out.append(PauseStarted(self._last_voiced_end, self.pauses))
         if self._ends():
-            events.append(self._end())
-        return events
+            out.append(self._end())
+        return out
 
     def give_text(self, pause: int, text: str) -> None:
         """The speculative transcript of pause number `pause` (ignored if speech resumed)."""
-        if pause == self.pauses and self._decision is not None and self._silent_ms:
+        if pause != self.pauses or not self._silent_ms or self._state != _ACTIVE:
+            return
+        self._pause_text = text
+        if self._decision is not None:
             self._decision.give_text(text)
 
     @property
@@ -149,6 +155,8 @@ class TurnDetector:
             return True
         if self._decision is None:
             self._decision = eot.decide()
+            if self._pause_text is not None:
+                self._decision.give_text(self._pause_text)
         verdict = self._decision.poll()
         if verdict is None:  # still thinking at the silence rule's time: that rule decides
             if silent < self.silence_ms:
@@ -185,7 +193,7 @@ class TurnDetector:
             verdict=self._verdict,
             speculated=self._silent_ms >= self.pause_ms,
         )
-        self._decision = self._verdict = None
+        self._decision = self._verdict = self._pause_text = None
         self._state, self._utterance = _IDLE, []
         self._voiced_ms = self._silent_ms = 0
         return event

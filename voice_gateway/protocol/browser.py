@@ -34,6 +34,9 @@ class SessionStart(BaseModel):
     # the caller (your app's user id): with an API key (or open loopback mode) only; a session
     # token carries its own caller
     caller: str | None = None
+    # checked by the session (a bad value is an error event; the call goes on with defaults)
+    turn_detection: Any = None  # "vad" | "smart"
+    echo_cancellation: Any = None  # true | false
 
 
 class InputText(BaseModel):

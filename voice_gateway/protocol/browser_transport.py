@@ -85,7 +85,11 @@ class BrowserTransport(SocketTransport):
                 output_rate=event.output_audio.sample_rate,
                 conversation_id=event.conversation_id,
                 agent_id=self.agent_id,
-                extra={},
+                extra={
+                    k: v
+                    for k in ("turn_detection", "echo_cancellation")
+                    if (v := getattr(event, k)) is not None
+                },
                 caller=event.caller,
             )
 
