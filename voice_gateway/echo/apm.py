@@ -23,6 +23,7 @@ class ApmCanceller(EchoCanceller):
 
     name = "webrtc-aec3"
     STALE_S = 0.5
+    TAIL_S = 0.6  # the longest echo path served: after that, nothing played can come back
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         from livekit import rtc
@@ -39,6 +40,7 @@ class ApmCanceller(EchoCanceller):
         self._far_rest = b""
         self._play_end = 0.0
         self._silence = bytes(TEN_MS)
+        self._last_ref = -1e9  # when reference audio was last due
         self.cancelled_s = 0.0  # microphone audio processed against real reference
 
     def _frame(self, pcm: bytes) -> Any:
@@ -68,6 +70,7 @@ class ApmCanceller(EchoCanceller):
             self._far.popleft()
         if self._far and self._far[0][0] <= now:
             self.cancelled_s += 0.01
+            self._last_ref = now
             return self._far.popleft()[1]
         return self._silence
 
@@ -79,4 +82,6 @@ class ApmCanceller(EchoCanceller):
             mic = self._frame(frame[i : i + TEN_MS])
             self.apm.process_stream(mic)
             out += bytes(mic.data.cast("B"))
+        if now - self._last_ref > self.TAIL_S:
+            return frame  # nothing played can echo now: the microphone as it is
         return bytes(out) + frame[len(out) :]

@@ -266,7 +266,8 @@ class VoiceSession:
             await self.stt.feed(ev.audio)
             self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
         elif isinstance(ev, PauseStarted):
-            spec = self.stt.speculate()
+            d = self.detector  # pad to the silence the turn would end on at the earliest
+            spec = self.stt.speculate(min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms)
             if spec is not None:
                 self.tg.create_task(self._speculated(ev.pause, spec))
         elif isinstance(ev, SpeechStopped):

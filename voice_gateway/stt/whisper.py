@@ -125,8 +125,11 @@ class WhisperStream(STTStream):
         self._partial_task: asyncio.Task[None] | None = None
         self._spec: asyncio.Task[str] | None = None
 
-    def speculate(self) -> asyncio.Future[str] | None:
-        old, self._spec = self._spec, asyncio.create_task(self._decode_quietly(bytes(self._buf)))
+    def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
+        # the silence a final decode would have after the last word: tiny.en's words change
+        # with it (narrowband "green tea please" became "green deep leaves" at 180 ms)
+        pcm = bytes(self._buf) + bytes(pad_ms * 32)
+        old, self._spec = self._spec, asyncio.create_task(self._decode_quietly(pcm))
         if old is not None and not old.done():
             old.cancel()  # an older pause's decode: speech came after it
         return self._spec
@@ -165,7 +168,10 @@ class WhisperStream(STTStream):
         self._since_partial = 0
         spec, self._spec = self._spec, None
         await self._stop_partial()
-        if spec is not None and self.speculated:
+        # narrowband: the pause's transcript only informs the end of turn; the final one is
+        # decoded again, as tiny.en's narrowband words swing with the trailing audio ("green
+        # tea please" -> "green deep leaves" with 180 ms instead of 300 ms after it)
+        if spec is not None and self.speculated and not self.narrowband:
             text = await spec  # decoded during the pause: the same words, already there
             if text:
                 self.speculation_used += 1
