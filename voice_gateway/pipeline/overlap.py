@@ -6,6 +6,7 @@ anything else cancels it, and speech that goes on past `barge_in_max_ms` always 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 from voice_gateway.settings import Settings
 
+log = logging.getLogger(__name__)
 _WORDS = re.compile(r"[a-z']+")
 IgnoreReason = Literal["backchannel", "echo"]
 
@@ -40,9 +42,11 @@ def is_backchannel(text: str, phrases: frozenset[str]) -> bool:
 
 
 def is_echo(text: str, reply_text: str) -> bool:
-    """Most of the heard words are words of the reply being played."""
-    heard, said = words(text), set(words(reply_text))
-    return bool(heard) and sum(w in said for w in heard) >= 0.6 * len(heard)
+    """Most of the heard words are words of the reply being played (by their first four
+    letters: an echo comes back clipped, "sentence" heard as "sent")."""
+    heard = words(text)
+    stems = {w[:4] for w in words(reply_text)}
+    return bool(heard) and sum(w[:4] in stems for w in heard) >= 0.6 * len(heard)
 
 
 def judge(text: str, phrases: frozenset[str], reply_text: str, echo_on: bool) -> str | None:
@@ -59,7 +63,9 @@ class Overlap:
     """Speech that started while a reply was playing, not judged yet."""
 
     start_ms: int  # on the input timeline
-    check: asyncio.Task[None] | None = None  # transcribing its start
+    check: asyncio.Task[None] | None = None  # transcribing it
+    checked_ms: int = 0  # how much of it the last check had heard
+    echo: bool = False  # the last check heard the reply's own words
     decided: bool = False
 
 
@@ -75,7 +81,7 @@ class BargeIn:
     max_ms: int
     phrases: frozenset[str]
     echo_on: bool
-    now_ms: Callable[[], int]
+    now_ms: Callable[[], int]  # the end of the caller's last voiced frame
     playing: Callable[[], bool]  # a reply's audio is going out
     reply_text: Callable[[], str]
     interrupt: Callable[[str], None]
@@ -98,13 +104,14 @@ class BargeIn:
         if ov is None or ov.decided:
             return
         spoken_ms = self.now_ms() - ov.start_ms
-        if spoken_ms >= self.max_ms or not self.playing():
-            self._cancel(ov)
-        elif ov.check is None and spoken_ms >= self.check_ms:
+        if not self.playing() or (spoken_ms >= self.max_ms and not ov.echo):
+            self._cancel(ov)  # long speech is an interruption, unless it is the reply's echo
+        elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
             spec = self.speculate()
             if spec is None:  # the vendor cannot transcribe a part: an interruption
                 self._cancel(ov)
-            else:
+            else:  # an echo is checked again every check_ms: the caller may join in
+                ov.checked_ms = spoken_ms
                 ov.check = self.spawn(self._check(ov, spec))
 
     def _cancel(self, ov: Overlap) -> None:
@@ -113,9 +120,13 @@ class BargeIn:
 
     async def _check(self, ov: Overlap, spec: asyncio.Future[str]) -> None:
         await asyncio.wait([spec])
+        ov.check = None
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
-        if self.reason(spec.result()) is None:
+        reason = self.reason(spec.result())
+        log.info("speech over the reply: %r -> %s", spec.result(), reason or "interruption")
+        ov.echo = reason == "echo"
+        if reason is None:
             self._cancel(ov)
 
     def reason(self, text: str) -> str | None:

@@ -184,7 +184,7 @@ class VoiceSession:
             s.barge_in_max_ms,
             phrase_set(s.backchannels),
             self.echo_on,
-            now_ms=lambda: self.detector.now_ms,
+            now_ms=lambda: self.detector.last_voiced_ms,
             playing=self._reply_playing,
             reply_text=self._reply_text,
             interrupt=self.interrupt,

@@ -91,6 +91,11 @@ class TurnDetector:
         return self._state != _IDLE
 
     @property
+    def last_voiced_ms(self) -> int:
+        """The end of the last voiced frame (input timeline)."""
+        return self._last_voiced_end
+
+    @property
     def in_confirmed_utterance(self) -> bool:
         return self._state == _ACTIVE
 
@@ -151,8 +156,6 @@ class TurnDetector:
         silent, eot = self._silent_ms, self.eot
         if silent < eot.min_silence_ms:
             return False
-        if silent >= eot.max_silence_ms:
-            return True
         if self._decision is None:
             self._decision = eot.decide()
             if self._pause_text is not None:
@@ -163,6 +166,8 @@ class TurnDetector:
                 return False
             verdict = Verdict(None, "fallback", reason="timeout")
         self._verdict = verdict
+        if silent >= eot.max_silence_ms:
+            return True
         if verdict.complete is None:
             return silent >= self.silence_ms
         return verdict.complete
