@@ -102,7 +102,7 @@ def run_sample(
     utterance_start = 0
     for i in range(len(audio) // 640):
         clock[0] = i * 0.02
-        for frame_i, pause, text in [d for d in due if d[0] == i]:
+        for _, pause, text in [d for d in due if d[0] == i]:
             det.give_text(pause, text)
         for ev in det.feed(audio[i * 640 : (i + 1) * 640]):
             if isinstance(ev, SpeechStopped):
@@ -116,7 +116,9 @@ def run_sample(
 
 
 def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]:
-    out: dict[str, Any] = {f"vad_{ms}": (lambda ms=ms: SilenceRule(ms)) for ms in (200, 300, 400, 500, 800, 1000)}
+    out: dict[str, Any] = {
+        f"vad_{ms}": (lambda ms=ms: SilenceRule(ms)) for ms in (200, 300, 400, 500, 800, 1000)
+    }
     out = {k: (v, False) for k, v in out.items()}
     if model is None:
         return out
@@ -146,13 +148,14 @@ def main() -> None:
     texts = Transcripts()
     clock = [0.0]
     results: dict[str, Any] = {"clips": len(corpus), "model": str(path) if path else None}
-    for name, (make, _needs_text) in policies(model, clock).items():
+    for name, (make, needs_text) in policies(model, clock).items():
+        heard = texts if needs_text else None
         delays: list[float] = []
         early_finished = 0
         cut: dict[int, list[bool]] = {p: [] for p in pauses}
         for clip in corpus:
-            first, last = speech_span(clip.pcm)
-            ends = run_sample(clip.pcm, make(), texts, clock)
+            _, last = speech_span(clip.pcm)
+            ends = run_sample(clip.pcm, make(), heard, clock)
             if ends and ends[0] < last - 1:
                 early_finished += 1
             if ends:
@@ -161,7 +164,7 @@ def main() -> None:
                 for gap in word_gaps(clip.pcm):
                     pcm = with_pause(clip.pcm, gap, p)
                     last_p = last + p // 20
-                    e = run_sample(pcm, make(), texts, clock)
+                    e = run_sample(pcm, make(), heard, clock)
                     cut[p].append(bool(e) and e[0] < last_p - 1)
         s = summary(delays)
         results[name] = {

@@ -134,7 +134,9 @@ def last_sound_ms(pcm: np.ndarray) -> int:
 
 
 def feed_pcm(det: TurnDetector, pcm: np.ndarray) -> list[TurnEvent]:
-    return [ev for f in frames(pcm, 16000) for ev in det.feed(f) if not isinstance(ev, PauseStarted)]
+    return [
+        ev for f in frames(pcm, 16000) for ev in det.feed(f) if not isinstance(ev, PauseStarted)
+    ]
 
 
 def test_real_speech_is_one_turn_ending_after_the_silence() -> None:

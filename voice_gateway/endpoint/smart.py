@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -208,5 +209,3 @@ def load_model(workers: int) -> SmartTurnModel | None:
     model = SmartTurnModel(path, workers=workers)
     model.warmup()
     return model
-
-
