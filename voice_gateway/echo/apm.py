@@ -8,6 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from voice_gateway.echo.base import EchoCanceller
 
 RATE = 16000
@@ -41,6 +43,7 @@ class ApmCanceller(EchoCanceller):
         self._play_end = 0.0
         self._silence = bytes(TEN_MS)
         self._last_ref = -1e9  # when reference audio was last due
+        self._in_energy = self._out_energy = 0.0
         self.cancelled_s = 0.0  # microphone audio processed against real reference
 
     def _frame(self, pcm: bytes) -> Any:
@@ -84,4 +87,15 @@ class ApmCanceller(EchoCanceller):
             out += bytes(mic.data.cast("B"))
         if now - self._last_ref > self.TAIL_S:
             return frame  # nothing played can echo now: the microphone as it is
-        return bytes(out) + frame[len(out) :]
+        cleaned = bytes(out) + frame[len(out) :]
+        self._in_energy += _energy(frame)
+        self._out_energy += _energy(cleaned)
+        return cleaned
+
+    def energy(self) -> tuple[float, float]:
+        return self._in_energy, self._out_energy
+
+
+def _energy(pcm: bytes) -> float:
+    x = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    return float(x @ x)

@@ -30,6 +30,11 @@ class EchoCanceller(ABC):
         """Reference audio is still playing (what the canceller removes may be echo)."""
         return False
 
+    def energy(self) -> tuple[float, float]:
+        """Running totals of the microphone's energy before and after cancellation; between
+        two readings, their ratio says how much of what was heard was removed as echo."""
+        return (0.0, 0.0)
+
 
 class NoCanceller(EchoCanceller):
     name = "off"

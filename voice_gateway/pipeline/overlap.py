@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,8 +51,18 @@ def is_echo(text: str, reply_text: str) -> bool:
     return bool(heard) and sum(w[:4] in stems for w in heard) >= 0.6 * len(heard)
 
 
-def judge(text: str, phrases: frozenset[str], reply_text: str, echo_on: bool) -> str | None:
-    """None: a real interruption; else the reason to ignore it."""
+ECHO_REMOVED_DB = 8.0  # the canceller took this much out of the speech: it was mostly echo
+# (measured, bench/echo_cancel.py: a caller talking over the reply loses 0.4-7 dB, residual
+# echo while AEC3 converges 10 dB and more)
+
+
+def judge(
+    text: str, phrases: frozenset[str], reply_text: str, echo_on: bool, removed_db: float = 0.0
+) -> str | None:
+    """None: a real interruption; else the reason to ignore it. `removed_db`: how much the
+    echo canceller removed from this speech."""
+    if echo_on and (removed_db >= ECHO_REMOVED_DB or not words(text)):
+        return "echo"  # (no word at all over a reply with the canceller on: its residue)
     if is_backchannel(text, phrases):
         return "backchannel"
     if echo_on and is_echo(text, reply_text):
@@ -58,14 +70,20 @@ def judge(text: str, phrases: frozenset[str], reply_text: str, echo_on: bool) ->
     return None
 
 
+def removed_db(start: tuple[float, float], now: tuple[float, float]) -> float:
+    before, after = now[0] - start[0], now[1] - start[1]
+    return 0.0 if before <= 0 else float(10 * np.log10(before / max(after, 1.0)))
+
+
 @dataclass(slots=True)
 class Overlap:
     """Speech that started while a reply was playing, not judged yet."""
 
     start_ms: int  # on the input timeline
+    energy: tuple[float, float] = (0.0, 0.0)  # the canceller's totals when it began
     check: asyncio.Task[None] | None = None  # transcribing it
     checked_ms: int = 0  # how much of it the last check had heard
-    echo: bool = False  # the last check heard the reply's own words
+    echo: bool = True  # no check has heard an interruption's words yet
     decided: bool = False
 
 
@@ -88,12 +106,13 @@ class BargeIn:
     speculate: Callable[[], asyncio.Future[str] | None]
     spawn: Spawn
     on_ignored: Callable[[str, str, str], Awaitable[None]]  # (turn_id, reason, text)
+    energy: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0)  # the echo canceller's
     overlap: Overlap | None = None
 
     def confirmed(self, start_ms: int) -> None:
         """Speech long enough to count: over a playing reply it is judged, else it cancels."""
         if self.playing():
-            self.overlap = Overlap(start_ms)
+            self.overlap = Overlap(start_ms, self.energy())
         else:
             self.interrupt("barge_in")
 
@@ -104,8 +123,10 @@ class BargeIn:
         if ov is None or ov.decided:
             return
         spoken_ms = self.now_ms() - ov.start_ms
-        if not self.playing() or (spoken_ms >= self.max_ms and not ov.echo):
-            self._cancel(ov)  # long speech is an interruption, unless it is the reply's echo
+        if not self.playing():
+            self._cancel(ov)
+        elif spoken_ms >= self.max_ms and not (self.echo_on and ov.echo):
+            self._cancel(ov)  # long speech is an interruption, unless it may be the echo
         elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
             spec = self.speculate()
             if spec is None:  # the vendor cannot transcribe a part: an interruption
@@ -123,14 +144,20 @@ class BargeIn:
         ov.check = None
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
-        reason = self.reason(spec.result())
-        log.info("speech over the reply: %r -> %s", spec.result(), reason or "interruption")
-        ov.echo = reason == "echo"
+        reason = self.reason(spec.result(), ov)
+        log.info(
+            "speech over the reply: %r (%.1f dB removed as echo) -> %s",
+            spec.result(),
+            removed_db(ov.energy, self.energy()),
+            reason or "interruption",
+        )
+        ov.echo = reason == "echo"  # re-checked every check_ms: the caller may join in
         if reason is None:
             self._cancel(ov)
 
-    def reason(self, text: str) -> str | None:
-        return judge(text, self.phrases, self.reply_text(), self.echo_on)
+    def reason(self, text: str, ov: Overlap) -> str | None:
+        removed = removed_db(ov.energy, self.energy())
+        return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
 
     def ended(self) -> Overlap | None:
         """The utterance ended: its overlap if still undecided (judge it with `judge_final`)."""
@@ -140,13 +167,13 @@ class BargeIn:
         ov.decided = True
         return ov
 
-    async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str) -> bool:
+    async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str, ov: Overlap) -> bool:
         """The whole utterance spoken over a reply; True: ignore it (reported), False: it
         cancelled the reply."""
         await asyncio.wait([transcript])
         result = None if transcript.cancelled() else transcript.result()
         text = result.strip() if isinstance(result, str) else None
-        reason = None if text is None else self.reason(text)
+        reason = None if text is None else self.reason(text, ov)
         if reason is None or text is None:
             self.interrupt("barge_in")
             return False

@@ -20,7 +20,7 @@ from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.audio import StreamingResampler
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
-from voice_gateway.pipeline.overlap import BargeIn, phrase_set, turn_options
+from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
 from voice_gateway.pipeline.reply import Reply, UserTurn
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
@@ -191,6 +191,7 @@ class VoiceSession:
             speculate=self.stt_speculate,
             spawn=lambda coro: self.tg.create_task(coro),
             on_ignored=self._ignored,
+            energy=self.echo.energy,
         )
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
@@ -286,8 +287,8 @@ class VoiceSession:
                 now,
                 {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict},
             )
-            if self.barge_in.ended() is not None:
-                u.judge = self.tg.create_task(self._judge(u))
+            if (overlap := self.barge_in.ended()) is not None:
+                u.judge = self.tg.create_task(self._judge(u, overlap))
             await self.turns.put(u)
         elif isinstance(ev, FalseStart):
             log.debug("false start at %d ms ignored", ev.at_ms)
@@ -317,8 +318,8 @@ class VoiceSession:
         self.gw.metrics.speech_ignored.labels(reason).inc()
         await self.send("speech.ignored", turn_id=turn_id, reason=reason, text=text)
 
-    async def _judge(self, u: _Utterance) -> None:
-        u.ignored = await self.barge_in.judge_final(u.transcript, u.turn_id)
+    async def _judge(self, u: _Utterance, overlap: Overlap) -> None:
+        u.ignored = await self.barge_in.judge_final(u.transcript, u.turn_id, overlap)
 
     def interrupt(self, reason: str) -> None:
         """Barge-in / cancel: stop the reply now (the reply task stores what was heard)."""
