@@ -62,7 +62,7 @@ class Speakerphone:
 async def browser_speakerphone(c: VoiceClient, room: Speakerphone, seconds: float) -> None:
     """Run the speakerphone on a browser-socket call for `seconds` (20 ms frames, real time)."""
     assert c.ws is not None
-    cursor, clears = len(c.audio), 0
+    cursor, clears = 0, 0  # the device plays everything it received
     t0 = time.monotonic()
     for k in range(int(seconds * 50)):
         delay = t0 + k * 0.02 - time.monotonic()
