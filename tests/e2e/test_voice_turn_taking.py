@@ -194,8 +194,8 @@ async def test_twilio_speakerphone_echo(phone: PhoneGateway, echo: bool) -> None
     await call.begin()
     await call.wait_media(timeout=40)
     await asyncio.sleep(7.0)
-    assert call.room.echoed_samples > 8000 * 3
     cleared = call.of_event("clear")
+    assert call.room.echoed_samples > 8000 * 3 or cleared  # the reply came back (or cut itself)
     assert bool(cleared) is not echo, [r.msg.get("event") for r in call.received][:5]
     await call.stop()
 
