@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 
 class EchoCanceller(ABC):
     name = "echo"
+    cancelled_s = 0.0  # microphone audio processed against reply audio (seconds)
 
     @abstractmethod
     def far(self, pcm: bytes) -> None: ...

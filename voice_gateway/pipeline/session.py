@@ -153,6 +153,7 @@ class VoiceSession:
                     task.cancel()
         finally:
             await stt.aclose()
+            self.gw.metrics.echo_frames.inc(self.echo.cancelled_s)
             await self._publish_call_end()
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
@@ -188,7 +189,7 @@ class VoiceSession:
             playing=self._reply_playing,
             reply_text=self._reply_text,
             interrupt=self.interrupt,
-            speculate=self.stt_speculate,
+            speculate=lambda: self.stt.speculate(),
             spawn=lambda coro: self.tg.create_task(coro),
             on_ignored=self._ignored,
             energy=self.echo.energy,
@@ -280,21 +281,13 @@ class VoiceSession:
             transcript = self.tg.create_task(self._finish_stt(ev.speculated))
             turn_id, self.utterance_turn_id = self.utterance_turn_id, new_id("turn")
             verdict = ev.verdict.as_dict() if ev.verdict is not None else None
-            u = _Utterance(
-                transcript,
-                turn_id,
-                now - lag_s,
-                now,
-                {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict},
-            )
+            taking = {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict}
+            u = _Utterance(transcript, turn_id, now - lag_s, now, taking)
             if (overlap := self.barge_in.ended()) is not None:
                 u.judge = self.tg.create_task(self._judge(u, overlap))
             await self.turns.put(u)
         elif isinstance(ev, FalseStart):
             log.debug("false start at %d ms ignored", ev.at_ms)
-
-    def stt_speculate(self) -> asyncio.Future[str] | None:
-        return self.stt.speculate()
 
     async def _speculated(self, pause: int, spec: asyncio.Future[str]) -> None:
         await asyncio.wait([spec])
@@ -303,13 +296,8 @@ class VoiceSession:
 
     def _reply_playing(self) -> bool:
         r, task = self.reply, self.reply_task
-        return (
-            r is not None
-            and task is not None
-            and not task.done()
-            and not r.finished
-            and r.speaker.first_audio_at is not None
-        )
+        playing = r is not None and not r.finished and r.speaker.first_audio_at is not None
+        return playing and task is not None and not task.done()
 
     def _reply_text(self) -> str:
         return " ".join(self.reply.texts.values()) if self.reply is not None else ""
