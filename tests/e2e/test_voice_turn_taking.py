@@ -128,7 +128,8 @@ async def test_backchannels_do_not_cancel_but_an_interruption_does(st: Stack) ->
     await c.wait_for("response.done", timeout=30)  # the cancelled reply has none
     asked = st.llm.requests[-1]["messages"][-1]["content"].lower()
     assert "tuesday" in asked, asked
-    metrics = httpx.get(f"{st.srv.url}/metrics").text
+    async with httpx.AsyncClient() as http:
+        metrics = (await http.get(f"{st.srv.url}/metrics")).text
     ignored = [ln for ln in metrics.splitlines() if ln.startswith("vg_speech_ignored_total{")]
     assert any('reason="backchannel"' in ln and float(ln.split()[-1]) >= 3 for ln in ignored)
     assert "vg_turn_ends_total" in metrics and "vg_turn_detector_fallbacks_total" in metrics
