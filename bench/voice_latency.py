@@ -5,8 +5,9 @@ OpenAI wire format, tests/support/fake_llm.py) whose time to first token is 0 ms
 The gateway runs in its own process; one caller streams espeak-ng sentences in real time
 (20 ms frames) and waits for each reply. Per turn:
 - voice_to_voice (gateway, turn.metrics): end of the caller's speech (VAD) -> first reply
-  audio frame sent; with its parts endpointing_ms (the 400 ms silence), stt_ms, llm_ttft_ms,
-  tts_ttfb_ms;
+  audio frame sent; with its parts endpointing_ms (the 400 ms silence with --turn-detection
+  vad, the default; the model's verdict with smart), stt_ms (after the end of turn: ~0 when
+  the speculative transcript of the pause is used), llm_ttft_ms, tts_ttfb_ms;
 - client_voice_to_voice: the last frame with sound in it was sent -> the first reply audio
   frame was received (what a caller would measure);
 - the 300 ms run minus the 0 ms run (p50) shows what the model's latency adds.
@@ -45,7 +46,7 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
     client: list[float] = []
     for i in range(warmup + turns):
         speech = speech_clip(SENTENCES[i % len(SENTENCES)])
-        clip = np.concatenate([silence(300), speech, silence(900)])
+        clip = np.concatenate([silence(300), speech, silence(1800)])  # smart may wait 1.6 s
         base = len(c.sent_at)
         last = base + last_sound_frame(clip)
         done = len(c.of_type("response.done"))
@@ -66,7 +67,9 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = parser(__doc__ or "").parse_args()
+    p = parser(__doc__ or "")
+    p.add_argument("--turn-detection", default="vad", choices=("vad", "smart"))
+    args = p.parse_args()
     turns, warmup = (4, 1) if args.quick else (24, 2)
     llm = FakeLLM()
     llm_srv = ServerThread(llm.app).start()
@@ -83,6 +86,7 @@ def main() -> None:
                     openai_api_key="bench",
                     sleeptime_model="scripted/demo",
                     log_name="voice_latency",
+                    turn_detection=args.turn_detection,
                 )
                 try:
                     agent = gw.agent(model="openai/fake")
@@ -95,7 +99,9 @@ def main() -> None:
     fast, slow = results["ttft_0ms"], results["ttft_300ms"]
     added = slow["voice_to_voice_ms"]["p50_ms"] - fast["voice_to_voice_ms"]["p50_ms"]
     results["ttft_300ms_adds_p50_ms"] = round(float(added), 1)
-    emit("voice_latency", {"turns": turns, "quick": args.quick, **results, **load()})
+    name = "voice_latency" if args.turn_detection == "vad" else "voice_latency_smart"
+    extra = {"turn_detection": args.turn_detection}
+    emit(name, {"turns": turns, "quick": args.quick, **extra, **results, **load()})
 
 
 if __name__ == "__main__":

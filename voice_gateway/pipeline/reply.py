@@ -8,9 +8,9 @@ import logging
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from agents.approvals import Answer
+from agents.approvals import Answer, ClientTool
 from agents.events import (
     ApprovalRequest,
     RunDone,
@@ -21,15 +21,13 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
-from memory.models import NotFound, TranscriptEvent
+from memory.models import AgentData, NotFound, Source, TranscriptEvent
 from memory.orm import new_id, utcnow
 from memory.runs import TurnMetrics
+from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.sentences import SentenceSplitter
-from voice_gateway.pipeline.services import APOLOGY
+from voice_gateway.pipeline.services import APOLOGY, VoiceServices
 from voice_gateway.pipeline.speech import Speaker, heard_text
-
-if TYPE_CHECKING:
-    from voice_gateway.pipeline.session import VoiceSession
 
 log = logging.getLogger(__name__)
 READBACK = "readback:"  # texts key of an approval's spoken read-back
@@ -46,10 +44,34 @@ class UserTurn:
     received_at: float = field(default_factory=time.monotonic)
     greeting: bool = False
     answers: list[Answer] | None = None  # the caller's (or app's) answer to waiting calls
+    turn_taking: dict[str, Any] = field(default_factory=dict)  # end_of_turn_ms, verdict, ...
+
+
+class ReplyHost(Protocol):
+    """What a reply needs from its call (VoiceSession in pipeline/session.py provides it)."""
+
+    gw: Any  # the gateway's loop, memory and metrics
+    voice: VoiceServices
+    agent: AgentData
+    agent_id: str
+    conversation_id: str | None
+    identity_id: str | None
+    output_rate: int
+    approvals: CallApprovals  # calls waiting for the caller's (or the app's) answer
+    client_tools: list[ClientTool]  # tools the client runs (session.start client_tools)
+
+    @property
+    def source(self) -> Source: ...
+
+    async def send(self, type_: str, **fields: Any) -> None: ...
+
+    async def send_audio(self, item_id: str, pcm: bytes) -> None: ...
+
+    async def error(self, code: str, message: str) -> None: ...
 
 
 class Reply:
-    def __init__(self, session: VoiceSession, turn: UserTurn) -> None:
+    def __init__(self, session: ReplyHost, turn: UserTurn) -> None:
         self.s = session
         self.turn = turn
         self.item_id = new_id("item")
@@ -72,7 +94,7 @@ class Reply:
         self.conversation_gone = False  # deleted during the turn: nothing of it is stored
 
     async def _send_audio(self, pcm: bytes) -> None:
-        await self.s.transport.send_audio(self.item_id, pcm)
+        await self.s.send_audio(self.item_id, pcm)
 
     async def _first_audio(self) -> None:
         await self.s.send(
@@ -111,7 +133,7 @@ class Reply:
         metrics = self.metrics()
         await self.s.send("turn.metrics", **metrics)
         if not self.turn.greeting and not self.conversation_gone:
-            self.s.gw.metrics.observe_turn(self.s.transport.source, metrics)
+            self.s.gw.metrics.observe_turn(self.s.source, metrics)
             await self.s.gw.memory.finish_turn(
                 self._event(text, text, interrupted=False), None, TurnMetrics.of(metrics)
             )
@@ -124,7 +146,7 @@ class Reply:
             mode=VOICE,
             conversation_id=self.s.conversation_id,
             turn_id=self.turn.turn_id,
-            source=self.s.transport.source,
+            source=self.s.source,
             notes=self.turn.notes,
             publish=False,
             llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
@@ -202,7 +224,7 @@ class Reply:
                         splitter = SentenceSplitter()  # say no more of a deleted conversation
                     elif ev.stop_reason in ("llm_api_error", "error"):
                         self.s.gw.metrics.provider_error("llm", self.s.agent.model)
-                        await self.s.transport.error("llm_error", ev.error or "the model failed")
+                        await self.s.error("llm_error", ev.error or "the model failed")
                         splitter = SentenceSplitter()  # not the half sentence it broke off in
                         await self._apologize()
         self._say(splitter.flush(), current)
@@ -234,7 +256,7 @@ class Reply:
 
     async def _tts_failed(self, exc: Exception) -> None:
         self.s.gw.metrics.provider_error("tts", self.s.voice.tts.name)
-        await self.s.transport.error("tts_error", str(exc))
+        await self.s.error("tts_error", str(exc))
         await self._apologize()
 
     async def cancelled(self, reason: str) -> None:
@@ -264,7 +286,7 @@ class Reply:
             conversation_id=self.s.conversation_id,
             identity_id=self.s.identity_id,
             turn_id=self.turn.turn_id,
-            source=self.s.transport.source,
+            source=self.s.source,
             user_text=self.turn.text,
             agent_text=text,
             agent_text_heard=heard,
@@ -302,4 +324,5 @@ class Reply:
             # and the filler's first audio -> the first audio of what follows it (the result)
             "speech_to_filler_ms": ms(start, filler_first),
             "filler_to_reply_ms": ms(filler_first, after[0]) if after else None,
+            **self.turn.turn_taking,
         }

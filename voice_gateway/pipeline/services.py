@@ -7,6 +7,8 @@ import logging
 from dataclasses import dataclass, field
 
 from agents.voice import DEFAULT_FILLER
+from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
+from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, load_model
 from voice_gateway.provider_check import check_provider_settings
 from voice_gateway.settings import Settings
 from voice_gateway.stt import create_stt
@@ -70,9 +72,29 @@ class VoiceServices:
     stt: STTProvider
     tts: TTSProvider
     phrases: PhraseCache
+    turn_model: SmartTurnModel | None = None
+    _turn_model_tried: bool = False
 
     def new_vad(self) -> VAD:
         return create_vad(self.settings.vad, self.settings.vad_mode)
+
+    def new_end_of_turn(self, detection: str) -> EndOfTurn:
+        """The call's end-of-turn policy; `smart` without its model file is the silence rule
+        (load_model warned once, naming the package to install)."""
+        s = self.settings
+        if detection == "smart" and not self._turn_model_tried:
+            self._turn_model_tried = True
+            self.turn_model = load_model(s.turn_workers)
+        if detection != "smart" or self.turn_model is None:
+            return SilenceRule(s.endpoint_silence_ms)
+        return SmartTurn(
+            self.turn_model,
+            min_silence_ms=s.turn_min_silence_ms,
+            max_silence_ms=max(s.turn_max_silence_ms, s.turn_min_silence_ms),
+            threshold=s.turn_threshold,
+            budget_ms=s.turn_budget_ms,
+            text_wait_ms=s.turn_text_wait_ms,
+        )
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceServices:
@@ -91,10 +113,15 @@ class VoiceServices:
         await stt.warmup()
         await tts.warmup()
         await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
+        services = cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
+        if settings.turn_detection == "smart":  # load (or warn) at start, not on a first call
+            services.new_end_of_turn("smart")
         log.info("speech models ready")
-        return cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
+        return services
 
     async def aclose(self) -> None:
+        if self.turn_model is not None:
+            self.turn_model.close()
         await self.stt.aclose()
         await self.tts.aclose()
         if self.phrases.fallback is not None:

@@ -16,12 +16,14 @@ from typing import Any
 
 from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
-from memory.models import AgentData, TranscriptEvent
+from memory.models import AgentData, Source, TranscriptEvent
 from memory.orm import new_id, utcnow
+from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.audio import StreamingResampler
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
+from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
 from voice_gateway.pipeline.reply import Reply, UserTurn
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
@@ -41,11 +43,11 @@ from voice_gateway.pipeline.transport import (
 )
 from voice_gateway.pipeline.turn import (
     FalseStart,
+    PauseStarted,
     SpeechConfirmed,
     SpeechStarted,
     SpeechStopped,
     TurnDetector,
-    TurnEvent,
 )
 from voice_gateway.stt.base import STTError, STTStream
 
@@ -60,6 +62,9 @@ class _Utterance:
     turn_id: str  # also on the utterance's transcript.partial events
     speech_end_at: float  # monotonic time the caller stopped speaking
     endpoint_at: float  # when the silence made it a turn
+    turn_taking: dict[str, Any]  # for turn.metrics: end_of_turn_ms, the verdict
+    judge: asyncio.Task[None] | None = None  # speech over a reply: is it an interruption?
+    ignored: bool = False  # a backchannel or echo: no turn
 
 
 class VoiceSession:
@@ -101,9 +106,23 @@ class VoiceSession:
         self.last_played: tuple[str, int] = ("", 0)  # (item id, ms) of the last client mark
         self.approvals = CallApprovals(self.send)  # calls waiting for the caller or client
         self.client_tools: list[ClientTool] = []
+        self._speech_start_ms = 0
+
+    @property
+    def source(self) -> Source:
+        return self.transport.source
 
     async def send(self, type_: str, **fields: Any) -> None:
         await self.transport.send_event({"type": type_, **fields})
+
+    async def error(self, code: str, message: str) -> None:
+        await self.transport.error(code, message)
+
+    async def send_audio(self, item_id: str, pcm: bytes) -> None:
+        """Reply audio to the caller; it is also the echo canceller's reference."""
+        if self.echo_on:
+            self.echo.far(self.far_resampler.process(pcm) if self.far_resampler else pcm)
+        await self.transport.send_audio(item_id, pcm)
 
     async def run(self, info: StartInfo | None = None) -> None:
         """Run the call. `info`: the transport was already started by the caller (Twilio,
@@ -143,6 +162,7 @@ class VoiceSession:
         finally:
             await stt.aclose()
             await self._refuse_waiting()
+            self.gw.metrics.echo_frames.inc(self.echo.cancelled_s)
             await self._publish_call_end()
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
@@ -155,8 +175,33 @@ class VoiceSession:
             StreamingResampler(info.input_rate, 16000) if info.input_rate != 16000 else None
         )
         s = self.voice.settings
+        options, complaints = turn_options(s, self.transport.source, info.extra)
+        for message in complaints:
+            await self.transport.error("invalid_option", f"{message}; using the default")
         self.detector = TurnDetector(
-            self.voice.new_vad(), silence_ms=s.endpoint_silence_ms, min_speech_ms=s.min_speech_ms
+            self.voice.new_vad(),
+            silence_ms=s.endpoint_silence_ms,
+            min_speech_ms=s.min_speech_ms,
+            end_of_turn=self.voice.new_end_of_turn(options.detection),
+        )
+        self.echo = create_canceller(options.echo)
+        self.echo_on = self.echo.name != "off"
+        self.far_resampler = (
+            StreamingResampler(info.output_rate, 16000) if info.output_rate != 16000 else None
+        )
+        self.barge_in = BargeIn(
+            s.barge_in_check_ms,
+            s.barge_in_max_ms,
+            phrase_set(s.backchannels),
+            self.echo_on,
+            now_ms=lambda: self.detector.last_voiced_ms,
+            playing=self._reply_playing,
+            reply_text=self._reply_text,
+            interrupt=self.interrupt,
+            speculate=lambda: self.stt.speculate(),
+            spawn=lambda coro: self.tg.create_task(coro),
+            on_ignored=self._ignored,
+            energy=self.echo.energy,
         )
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
@@ -169,6 +214,8 @@ class VoiceSession:
             agent_id=self.agent_id,
             input_audio={"encoding": "pcm16", "sample_rate": info.input_rate},
             output_audio={"encoding": "pcm16", "sample_rate": info.output_rate},
+            turn_detection=self.detector.eot.name.replace("silence", "vad"),
+            echo_cancellation=self.echo_on,
         )
 
     async def _input(self) -> str:
@@ -203,24 +250,19 @@ class VoiceSession:
         if self.resampler is not None:
             pcm = self.resampler.process(pcm)
         elif not self._buf and len(pcm) == FRAME_BYTES:  # the common case: one 20 ms frame
-            events = self.detector.feed(pcm)
-            if events:
-                await self._frame_events(pcm, events)
-            elif self.detector.in_confirmed_utterance:
-                await self.stt.feed(pcm)
+            await self._frame(pcm)
             return
         buf = self._buf + pcm
         n = len(buf) - len(buf) % FRAME_BYTES
         self._buf = buf[n:]
         for i in range(0, n, FRAME_BYTES):
-            frame = buf[i : i + FRAME_BYTES]
-            events = self.detector.feed(frame)
-            if events:
-                await self._frame_events(frame, events)
-            elif self.detector.in_confirmed_utterance:
-                await self.stt.feed(frame)
+            await self._frame(buf[i : i + FRAME_BYTES])
 
-    async def _frame_events(self, frame: bytes, events: list[TurnEvent]) -> None:
+    async def _frame(self, frame: bytes) -> None:
+        # The echo canceller's output decides what is speech (the reply's echo is not);
+        # STT gets the microphone as it was: AEC3 still learning the echo path suppressed a
+        # caller talking over the reply by up to 29 dB (docs/operations.md, Turn-taking)
+        events = self.detector.feed(frame, self.echo.near(frame) if self.echo_on else None)
         # a confirmation carries the utterance so far (this frame included) to STT
         if self.detector.in_confirmed_utterance and not any(
             isinstance(e, SpeechConfirmed) for e in events
@@ -228,23 +270,56 @@ class VoiceSession:
             await self.stt.feed(frame)
         for ev in events:
             await self._turn_event(ev)
+        self.barge_in.frame()
 
     async def _turn_event(self, ev: object) -> None:
         if isinstance(ev, SpeechStarted):
+            self._speech_start_ms = ev.at_ms
             await self.send("speech.started", at_ms=ev.at_ms)
         elif isinstance(ev, SpeechConfirmed):
-            self.interrupt("barge_in")
             await self.stt.feed(ev.audio)
+            self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
+        elif isinstance(ev, PauseStarted):
+            d = self.detector  # pad to the silence the turn would end on at the earliest
+            spec = self.stt.speculate(min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms)
+            if spec is not None:
+                self.tg.create_task(self._speculated(ev.pause, spec))
         elif isinstance(ev, SpeechStopped):
             await self.send("speech.stopped", at_ms=ev.at_ms)
             now = time.monotonic()
             lag_s = (self.detector.now_ms - ev.at_ms) / 1000
+            self.gw.metrics.turn_ended(ev.verdict)
             # finish() now: the next utterance's audio must not leak into this transcript
-            transcript = self.tg.create_task(self._finish_stt())
+            transcript = self.tg.create_task(self._finish_stt(ev.speculated))
             turn_id, self.utterance_turn_id = self.utterance_turn_id, new_id("turn")
-            await self.turns.put(_Utterance(transcript, turn_id, now - lag_s, now))
+            verdict = ev.verdict.as_dict() if ev.verdict is not None else None
+            taking = {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict}
+            u = _Utterance(transcript, turn_id, now - lag_s, now, taking)
+            if (overlap := self.barge_in.ended()) is not None:
+                u.judge = self.tg.create_task(self._judge(u, overlap))
+            await self.turns.put(u)
         elif isinstance(ev, FalseStart):
             log.debug("false start at %d ms ignored", ev.at_ms)
+
+    async def _speculated(self, pause: int, spec: asyncio.Future[str]) -> None:
+        await asyncio.wait([spec])
+        if not spec.cancelled() and spec.exception() is None:
+            self.detector.give_text(pause, spec.result())
+
+    def _reply_playing(self) -> bool:
+        r, task = self.reply, self.reply_task
+        playing = r is not None and not r.finished and r.speaker.first_audio_at is not None
+        return playing and task is not None and not task.done()
+
+    def _reply_text(self) -> str:
+        return " ".join(self.reply.texts.values()) if self.reply is not None else ""
+
+    async def _ignored(self, turn_id: str, reason: str, text: str) -> None:
+        self.gw.metrics.speech_ignored.labels(reason).inc()
+        await self.send("speech.ignored", turn_id=turn_id, reason=reason, text=text)
+
+    async def _judge(self, u: _Utterance, overlap: Overlap) -> None:
+        u.ignored = await self.barge_in.judge_final(u.transcript, u.turn_id, overlap)
 
     def interrupt(self, reason: str) -> None:
         """Barge-in / cancel: stop the reply now (the reply task stores what was heard)."""
@@ -329,17 +404,17 @@ class VoiceSession:
         except Exception:
             log.exception("could not refuse the calls waiting at hang-up")
 
-    async def _finish_stt(self) -> str | Exception:
+    async def _finish_stt(self, speculated: bool = False) -> str | Exception:
         """STT result or its error (a task in the call's TaskGroup must not raise)."""
         try:
-            return await self.stt.finish()
+            return await self.stt.finish(speculated=speculated)
         except Exception as exc:
             return exc
 
     async def _transcribe(self, u: _Utterance) -> UserTurn | None:
         turn_id = u.turn_id
-        await asyncio.wait([u.transcript])
-        if u.transcript.cancelled():
+        await asyncio.wait([u.transcript] if u.judge is None else [u.transcript, u.judge])
+        if u.transcript.cancelled() or u.ignored:
             return None
         result = u.transcript.result()
         if isinstance(result, Exception):
@@ -366,6 +441,7 @@ class VoiceSession:
             speech_end_at=speech_end_at,
             endpointing_ms=(endpoint_at - speech_end_at) * 1000,
             stt_ms=stt_ms,
+            turn_taking=u.turn_taking,
         )
 
     async def _partial(self, text: str) -> None:
@@ -378,6 +454,7 @@ class VoiceSession:
         if task.cancelled():
             if self.cancel_reason == "barge_in":
                 self.gw.metrics.barge_ins.inc()
+            self.echo.clear()  # the caller will not hear the rest: no longer a reference
             await self.transport.clear_audio()
             await reply.cancelled(self.cancel_reason)
         self.turn_count += 0 if turn.greeting else 1
@@ -410,7 +487,7 @@ class VoiceSession:
         await self.send("response.audio.started", item_id=item, sample_rate=self.output_rate)
         step = self.output_rate // 50 * 2
         for i in range(0, len(audio), step):
-            await self.transport.send_audio(item, audio[i : i + step])
+            await self.send_audio(item, audio[i : i + step])
         await self.send(
             "response.audio.done", item_id=item, duration_ms=len(audio) * 500 // self.output_rate
         )

@@ -1,11 +1,13 @@
 """Turn-taking from VAD decisions: speech start, confirmation after a minimum length
-(what barge-in and STT wait for), false starts, and the end of a turn after silence."""
+(what barge-in and STT wait for), false starts, pauses, and the end of a turn, decided by an
+`EndOfTurn` policy (voice_gateway/endpoint: the silence rule, or a model)."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
 
+from voice_gateway.endpoint.base import Decision, EndOfTurn, SilenceRule, Verdict
 from voice_gateway.vad.base import VAD
 
 
@@ -27,12 +29,23 @@ class FalseStart:
 
 
 @dataclass(slots=True)
+class PauseStarted:
+    """The caller went quiet inside a confirmed utterance (a speculative transcript starts)."""
+
+    at_ms: int
+    pause: int  # the pause's number in this call (a transcript for an older one is stale)
+
+
+@dataclass(slots=True)
 class SpeechStopped:
     at_ms: int  # end of the last voiced frame, on the input timeline
     audio: bytes  # the whole utterance with pre-roll
+    end_of_turn_ms: int = 0  # the silence waited before the turn ended
+    verdict: Verdict | None = None  # the end-of-turn policy's verdict for the last pause
+    speculated: bool = False  # no speech since PauseStarted: its transcript is the turn's
 
 
-TurnEvent = SpeechStarted | SpeechConfirmed | FalseStart | SpeechStopped
+TurnEvent = SpeechStarted | SpeechConfirmed | FalseStart | PauseStarted | SpeechStopped
 
 _IDLE, _PENDING, _ACTIVE = 0, 1, 2
 
@@ -49,9 +62,13 @@ class TurnDetector:
         frame_ms: int = 20,
         preroll_ms: int = 300,
         false_start_gap_ms: int = 200,
+        end_of_turn: EndOfTurn | None = None,
+        pause_ms: int = 60,
     ) -> None:
         self.vad = vad
-        self.silence_ms = silence_ms
+        self.eot = end_of_turn or SilenceRule(silence_ms)
+        self.silence_ms = silence_ms  # the fallback when the policy gives no verdict
+        self.pause_ms = pause_ms  # silence that starts a speculative transcript
         self.min_speech_ms = min_speech_ms
         self.frame_ms = frame_ms
         self.false_gap_ms = min(false_start_gap_ms, silence_ms)
@@ -63,6 +80,10 @@ class TurnDetector:
         self._silent_ms = 0
         self._start_ms = 0
         self._last_voiced_end = 0
+        self.pauses = 0
+        self._decision: Decision | None = None
+        self._verdict: Verdict | None = None
+        self._pause_text: str | None = None  # the speculative transcript of this pause
 
     @property
     def speaking(self) -> bool:
@@ -70,11 +91,18 @@ class TurnDetector:
         return self._state != _IDLE
 
     @property
+    def last_voiced_ms(self) -> int:
+        """The end of the last voiced frame (input timeline)."""
+        return self._last_voiced_end
+
+    @property
     def in_confirmed_utterance(self) -> bool:
         return self._state == _ACTIVE
 
-    def feed(self, frame: bytes) -> list[TurnEvent]:
-        voiced = self.vad.is_speech(frame)
+    def feed(self, frame: bytes, clean: bytes | None = None) -> list[TurnEvent]:
+        """`clean`: the frame with the reply's echo removed, for the speech decision; the
+        utterance keeps `frame` (see VoiceSession._frame for why)."""
+        voiced = self.vad.is_speech(frame if clean is None else clean)
         start_ms = self.now_ms
         self.now_ms += self.frame_ms
         if self._state == _IDLE:
@@ -86,20 +114,63 @@ class TurnDetector:
             self._preroll.clear()
             self._start_ms, self._voiced_ms, self._silent_ms = start_ms, self.frame_ms, 0
             self._last_voiced_end = self.now_ms
+            self.eot.start(self._utterance)
             events: list[TurnEvent] = [SpeechStarted(start_ms)]
             return events + self._maybe_confirm()
         self._utterance.append(frame)
+        self.eot.feed(frame)
         if voiced:
             self._voiced_ms += self.frame_ms
             self._silent_ms = 0
             self._last_voiced_end = self.now_ms
+            self._decision = self._verdict = self._pause_text = None  # the pause is over
             return self._maybe_confirm() if self._state == _PENDING else []
         self._silent_ms += self.frame_ms
         if self._state == _PENDING and self._silent_ms >= self.false_gap_ms:
             return [self._reset_false_start()]
-        if self._state == _ACTIVE and self._silent_ms >= self.silence_ms:
-            return [self._end()]
-        return []
+        if self._state != _ACTIVE:
+            return []
+        out: list[TurnEvent] = []
+        first = max(self.pause_ms, self.frame_ms)
+        if self._silent_ms - self.frame_ms < first <= self._silent_ms:
+            self.pauses += 1
+            out.append(PauseStarted(self._last_voiced_end, self.pauses))
+        if self._ends():
+            out.append(self._end())
+        return out
+
+    def give_text(self, pause: int, text: str) -> None:
+        """The speculative transcript of pause number `pause` (ignored if speech resumed)."""
+        if pause != self.pauses or not self._silent_ms or self._state != _ACTIVE:
+            return
+        self._pause_text = text
+        if self._decision is not None:
+            self._decision.give_text(text)
+
+    @property
+    def speculating(self) -> bool:
+        """In a pause at least `pause_ms` long: no speech since the last PauseStarted."""
+        return self._state == _ACTIVE and self._silent_ms >= self.pause_ms
+
+    def _ends(self) -> bool:
+        silent, eot = self._silent_ms, self.eot
+        if silent < eot.min_silence_ms:
+            return False
+        if self._decision is None:
+            self._decision = eot.decide()
+            if self._pause_text is not None:
+                self._decision.give_text(self._pause_text)
+        verdict = self._decision.poll()
+        if verdict is None:  # still thinking at the silence rule's time: that rule decides
+            if silent < self.silence_ms:
+                return False
+            verdict = Verdict(None, "fallback", reason="timeout")
+        self._verdict = verdict
+        if silent >= eot.max_silence_ms:
+            return True
+        if verdict.complete is None:
+            return silent >= self.silence_ms
+        return verdict.complete
 
     def _maybe_confirm(self) -> list[TurnEvent]:
         if self._voiced_ms < self.min_speech_ms:
@@ -120,7 +191,14 @@ class TurnDetector:
         audio = b"".join(
             self._utterance[: len(self._utterance) - keep] if keep > 0 else self._utterance
         )
-        event = SpeechStopped(self._last_voiced_end, audio)
+        event = SpeechStopped(
+            self._last_voiced_end,
+            audio,
+            end_of_turn_ms=self._silent_ms,
+            verdict=self._verdict,
+            speculated=self._silent_ms >= self.pause_ms,
+        )
+        self._decision = self._verdict = self._pause_text = None
         self._state, self._utterance = _IDLE, []
         self._voiced_ms = self._silent_ms = 0
         return event

@@ -44,6 +44,9 @@ class SessionStart(BaseModel):
     # tools this client runs (Letta's client_tools: name, description, parameters); a call
     # of one is sent as `tool.call` and answered with `tool.result`
     client_tools: list[ClientToolSpec] = Field(default_factory=list, max_length=50)
+    # checked by the session (a bad value is an error event; the call goes on with defaults)
+    turn_detection: Any = None  # "vad" | "smart"
+    echo_cancellation: Any = None  # true | false
 
 
 class InputText(BaseModel):

@@ -89,7 +89,14 @@ class BrowserTransport(SocketTransport):
                 output_rate=event.output_audio.sample_rate,
                 conversation_id=event.conversation_id,
                 agent_id=self.agent_id,
-                extra={"client_tools": [t.model_dump() for t in event.client_tools]},
+                extra={
+                    "client_tools": [t.model_dump() for t in event.client_tools],
+                    **{
+                        k: v
+                        for k in ("turn_detection", "echo_cancellation")
+                        if (v := getattr(event, k)) is not None
+                    },
+                },
                 caller=event.caller,
             )
 

@@ -41,6 +41,15 @@ class STTStream(ABC):
     def __init__(self) -> None:
         self.last_latency_ms: float | None = None
         self.failed: STTError | None = None  # a push of the current utterance failed
+        self.speculated = False  # set by finish(): the last speculation covers the utterance
+        self.speculation_used = 0  # utterances whose speculative transcript was the final one
+
+    def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
+        """The caller paused: start decoding the utterance so far, followed by `pad_ms` of
+        silence (what the final decode will have), and return its text's future (never
+        raising; "" on failure). None: this vendor cannot (a streaming vendor gets there by
+        itself). Vendor hook."""
+        return None
 
     @abstractmethod
     async def push(self, pcm16_16k: bytes) -> None:
@@ -59,10 +68,12 @@ class STTStream(ABC):
     @abstractmethod
     async def _finish(self) -> str: ...
 
-    async def finish(self) -> str:
+    async def finish(self, *, speculated: bool = False) -> str:
         """The final transcript of the current utterance; the stream is then ready for the
-        next one. Vendor failures and time-outs become STTError."""
+        next one. Vendor failures and time-outs become STTError. `speculated`: no speech
+        arrived since the last `speculate()`, so a vendor may answer with its result."""
         start = time.perf_counter()
+        self.speculated = speculated
         try:
             if self.failed is not None:
                 failed, self.failed = self.failed, None

@@ -123,6 +123,22 @@ class WhisperStream(STTStream):
         self._buf = bytearray()
         self._since_partial = 0
         self._partial_task: asyncio.Task[None] | None = None
+        self._spec: asyncio.Task[str] | None = None
+
+    def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
+        # the silence a final decode would have after the last word: tiny.en's words change
+        # with it (narrowband "green tea please" became "green deep leaves" at 180 ms)
+        pcm = bytes(self._buf) + bytes(pad_ms * 32)
+        old, self._spec = self._spec, asyncio.create_task(self._decode_quietly(pcm))
+        if old is not None and not old.done():
+            old.cancel()  # an older pause's decode: speech came after it
+        return self._spec
+
+    async def _decode_quietly(self, pcm: bytes) -> str:
+        try:
+            return await self.stt.decode(pcm, full_window=self.narrowband)
+        except STTError:
+            return ""
 
     @property
     def narrowband(self) -> bool:
@@ -150,7 +166,18 @@ class WhisperStream(STTStream):
     async def _finish(self) -> str:
         pcm, self._buf = bytes(self._buf), bytearray()  # snapshot before any await
         self._since_partial = 0
+        spec, self._spec = self._spec, None
         await self._stop_partial()
+        # narrowband: the pause's transcript only informs the end of turn; the final one is
+        # decoded again, as tiny.en's narrowband words swing with the trailing audio ("green
+        # tea please" -> "green deep leaves" with 180 ms instead of 300 ms after it)
+        if spec is not None and self.speculated and not self.narrowband:
+            text = await spec  # decoded during the pause: the same words, already there
+            if text:
+                self.speculation_used += 1
+                return text
+        if spec is not None and not spec.done():
+            spec.cancel()
         return await self.stt.decode(pcm, full_window=self.narrowband)
 
     async def _stop_partial(self) -> None:
@@ -162,6 +189,10 @@ class WhisperStream(STTStream):
     async def reset(self) -> None:
         self._buf = bytearray()
         await self._stop_partial()
+        spec, self._spec = self._spec, None
+        if spec is not None and not spec.done():
+            spec.cancel()
+            await asyncio.wait([spec])
 
     async def aclose(self) -> None:
         await self.reset()

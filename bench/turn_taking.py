@@ -1,0 +1,184 @@
+"""End of turn on real recorded speech: false cut-offs vs how long a finished caller waits.
+
+Corpus: Debian's pocketsphinx-testdata (LibriVox readings, card-game commands, digit strings;
+tests/support/real_speech.py), 13 clips. Each clip is played once as recorded (finished) and,
+per pause length (300-1500 ms), once per inserted pause at one of its two quietest word
+boundaries between 30% and 75% of the speech. Each sample runs through the real TurnDetector
+(webrtcvad mode 3, 20 ms frames) with each end-of-turn policy:
+- vad_<ms>: the silence rule at several silence lengths;
+- smart_audio_<thr>: Smart Turn v3.2 alone (decided 200 ms into a pause, "not done" waits
+  up to 1600 ms) at several thresholds;
+- text: the speculative transcript alone (whisper tiny.en of the utterance so far, started
+  60 ms into the pause, arriving after its measured decode time);
+- smart_text_<thr>_<wait>: both (endpoint/smart.py `combine`), the voice's "done" waiting up to
+  <wait> ms for the transcript's veto.
+A cut-off: the turn ended before the end of the utterance. Delay: end of the last sound of a
+finished clip -> the frame that ended the turn (the model's inference time is counted as one
+20 ms frame; ~35 ms measured). Prints the curve as JSON (bench/results/turn_taking.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+from _common import emit, parser, summary
+
+from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
+from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
+from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
+from voice_gateway.endpoint.text import text_complete
+from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
+from voice_gateway.stt.whisper import WhisperSTT
+from voice_gateway.vad import create_vad
+
+PAUSES_MS = (300, 500, 800, 1200, 1500)
+
+
+class InlineModel(SmartTurnModel):
+    """The real model, run inline (the benchmark's clock is the frame timeline)."""
+
+    def submit(self, features: np.ndarray) -> Future[float] | None:
+        fut: Future[float] = Future()
+        fut.set_result(self._timed(features))
+        return fut
+
+
+class TextOnly(EndOfTurn):
+    """The speculative transcript alone: done unless the words run on; no text by
+    `silence_ms`: the silence rule."""
+
+    name = "text"
+
+    def __init__(self, owner: SmartTurn) -> None:
+        self.owner = owner
+        self.min_silence_ms, self.max_silence_ms = 200, 1600
+
+    def decide(self) -> Any:
+        from voice_gateway.endpoint.base import Decision, Verdict
+
+        class _D(Decision):
+            text: str | None = None
+
+            def give_text(self, text: str) -> None:
+                self.text = text
+
+            def poll(self) -> Verdict | None:
+                if self.text is None:
+                    return None
+                return Verdict(text_complete(self.text) is not False, "text", text=self.text)
+
+        return _D()
+
+
+class Transcripts:
+    """Whisper decodes of utterance prefixes, cached, with their measured decode time."""
+
+    def __init__(self) -> None:
+        self.stt = WhisperSTT(threads=2)
+        self.cache: dict[bytes, tuple[str, float]] = {}
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self.stt.warmup())
+
+    def get(self, pcm: bytes) -> tuple[str, float]:
+        if pcm not in self.cache:
+            start = time.perf_counter()
+            text = self.loop.run_until_complete(self.stt.decode(pcm))
+            self.cache[pcm] = (text, (time.perf_counter() - start) * 1000)
+        return self.cache[pcm]
+
+
+def run_sample(
+    pcm: np.ndarray, eot: EndOfTurn, texts: Transcripts | None, clock: list[float]
+) -> list[int]:
+    """The frame indices at which turns ended."""
+    det = TurnDetector(create_vad("webrtc", 3), silence_ms=400, end_of_turn=eot)
+    audio = np.concatenate([pcm, np.zeros(16000 * 2, dtype="<i2")]).tobytes()
+    ends: list[int] = []
+    due: list[tuple[int, int, str]] = []  # (frame, pause, text)
+    utterance_start = 0
+    for i in range(len(audio) // 640):
+        clock[0] = i * 0.02
+        for _, pause, text in [d for d in due if d[0] == i]:
+            det.give_text(pause, text)
+        for ev in det.feed(audio[i * 640 : (i + 1) * 640]):
+            if isinstance(ev, SpeechStopped):
+                ends.append(i)
+                utterance_start = i + 1
+            elif isinstance(ev, PauseStarted) and texts is not None:
+                prefix = audio[max(0, utterance_start - 15) * 640 : (i + 1) * 640]
+                text, ms = texts.get(prefix + bytes((200 - 60) * 32))
+                due.append((i + 1 + int(np.ceil(ms / 20)), ev.pause, text))
+    return ends
+
+
+def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        f"vad_{ms}": (lambda ms=ms: SilenceRule(ms)) for ms in (200, 300, 400, 500, 800, 1000)
+    }
+    out = {k: (v, False) for k, v in out.items()}
+    if model is None:
+        return out
+    clk = lambda: clock[0]  # noqa: E731
+
+    def smart(thr: float, use_text: bool, wait: float) -> SmartTurn:
+        return SmartTurn(model, threshold=thr, use_text=use_text, text_wait_ms=wait, clock=clk)
+
+    for thr in (0.3, 0.5, 0.7, 0.9):
+        out[f"smart_audio_{thr}"] = (lambda t=thr: smart(t, False, 0), False)
+    out["text"] = (lambda: TextOnly(smart(0.5, True, 0)), True)
+    for thr in (0.5, 0.7):
+        for wait in (0, 250, 500):
+            out[f"smart_text_{thr}_{wait}"] = (lambda t=thr, w=wait: smart(t, True, w), True)
+    return out
+
+
+def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    corpus = clips()
+    if not corpus:
+        emit("turn_taking", {"skipped": MISSING})
+        return
+    pauses = (500, 1200) if args.quick else PAUSES_MS
+    path = find_model()
+    model = InlineModel(path, workers=1) if path is not None else None
+    texts = Transcripts()
+    clock = [0.0]
+    results: dict[str, Any] = {"clips": len(corpus), "model": str(path) if path else None}
+    for name, (make, needs_text) in policies(model, clock).items():
+        heard = texts if needs_text else None
+        delays: list[float] = []
+        early_finished = 0
+        cut: dict[int, list[bool]] = {p: [] for p in pauses}
+        for clip in corpus:
+            _, last = speech_span(clip.pcm)
+            ends = run_sample(clip.pcm, make(), heard, clock)
+            if ends and ends[0] < last - 1:
+                early_finished += 1
+            if ends:
+                delays.append((ends[-1] + 1 - last) * 20.0)
+            for p in pauses:
+                for gap in word_gaps(clip.pcm):
+                    pcm = with_pause(clip.pcm, gap, p)
+                    last_p = last + p // 20
+                    e = run_sample(pcm, make(), heard, clock)
+                    cut[p].append(bool(e) and e[0] < last_p - 1)
+        s = summary(delays)
+        results[name] = {
+            "delay_p50_ms": s.get("p50_ms"),
+            "delay_p95_ms": s.get("p95_ms"),
+            "finished_cut_early": early_finished,
+            "cutoff_rate": {str(p): round(float(np.mean(v)), 3) for p, v in cut.items()},
+            "samples_per_pause": len(cut[pauses[0]]),
+        }
+        print(name, results[name], flush=True)
+    if model is not None and model.inference_ms:
+        results["model_inference"] = summary(model.inference_ms)
+    emit("turn_taking", {"quick": args.quick, **results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""End of turn: during a pause, has the caller finished? One object per call, fed every 16 kHz
+frame of the utterance; asked once per pause (`decide`), polled once per frame after that.
+
+`feed` runs on the event loop for every 20 ms frame, so it must be cheap (microseconds); a
+model runs in `decide`'s work, off the loop. A decision never raises: a failure, a time-out
+or a saturated pool is a `Verdict` with `complete=None` and the detector falls back to the
+silence rule for that pause."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+VerdictSource = Literal["silence", "model", "text", "fallback"]
+
+
+@dataclass(slots=True)
+class Verdict:
+    complete: bool | None  # None: no verdict, the silence rule decides this pause
+    source: VerdictSource
+    probability: float | None = None  # the audio model's, when it ran
+    text: str | None = None  # the speculative transcript it saw, if any
+    reason: str = ""  # for a fallback: busy | error | timeout
+    model_ms: float | None = None  # features + inference
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "complete": self.complete,
+            "source": self.source,
+            "probability": None if self.probability is None else round(self.probability, 3),
+            "reason": self.reason or None,
+            "model_ms": None if self.model_ms is None else round(self.model_ms, 1),
+        }
+
+
+class Decision(ABC):
+    """One pause's pending decision."""
+
+    @abstractmethod
+    def poll(self) -> Verdict | None:
+        """The verdict so far; None while the model is still working."""
+
+    def give_text(self, text: str) -> None:
+        """The speculative transcript of the utterance up to this pause arrived."""
+        return None
+
+
+class Ready(Decision):
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+    def poll(self) -> Verdict:
+        return self.verdict
+
+
+class EndOfTurn(ABC):
+    """A turn-end policy. `min_silence_ms`: the pause after which `decide` is called;
+    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open."""
+
+    name = "silence"
+    min_silence_ms = 400
+    max_silence_ms = 400
+
+    def start(self, preroll: list[bytes]) -> None:
+        """A new utterance begins with these frames (the pre-roll and the first voiced one)."""
+        return None
+
+    def feed(self, frame: bytes) -> None:
+        """The next frame of the utterance (pauses included)."""
+        return None
+
+    @abstractmethod
+    def decide(self) -> Decision:
+        """Called once per pause when it reaches `min_silence_ms`; must not block."""
+
+    def close(self) -> None:
+        return None
+
+
+class SilenceRule(EndOfTurn):
+    """The turn ends after `silence_ms` of VAD silence, whatever was said."""
+
+    def __init__(self, silence_ms: int = 400) -> None:
+        self.min_silence_ms = self.max_silence_ms = silence_ms
+
+    def decide(self) -> Decision:
+        return Ready(Verdict(True, "silence"))

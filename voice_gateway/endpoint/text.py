@@ -1,0 +1,50 @@
+"""A text signal of completeness, from the speculative transcript at a pause (rules measured
+in bench/turn_taking.py on the LibriVox and card-game clips of pocketsphinx-testdata).
+
+`text_complete(text)`: False when the words clearly run on (a trailing conjunction,
+preposition, article, possessive or auxiliary, or a trailing group of digits after "number"),
+True when they end a sentence, None when the text says nothing either way."""
+
+from __future__ import annotations
+
+import re
+
+RUN_ON = frozenset(
+    """a an the and or but so because if that which who whose when where while to of in on at
+    for from with by as than then into about like my your his her our their its i'm i'd i'll
+    we're you're they're it's there's what's let's um uh er could would should might must
+    shall not no very more most some any each every this these those""".split()
+)
+DIGITS = frozenset("zero oh one two three four five six seven eight nine".split())
+_WORD = re.compile(r"[a-z0-9']+")
+_TRAIL_OFF = ("...", "…", ",", "-", ":", ";")
+
+
+def text_complete(text: str) -> bool | None:
+    """True: a finished sentence; False: the words run on; None: the text cannot tell.
+    Whisper's own marks count: a fragment it hears as unfinished it writes in lower case with
+    no full stop ("he might even have"), a trailing "-" or "..." when a word was cut."""
+    raw = text.strip()
+    if not raw:
+        return None
+    if raw.endswith(_TRAIL_OFF):
+        return False
+    words = _WORD.findall(raw.lower())
+    if not words:
+        return None
+    if words[-1] in RUN_ON:
+        return False
+    tail = 0  # the trailing run of digits (spoken or written)
+    for w in reversed(words):
+        if w in DIGITS:
+            tail += 1
+        elif w.isdigit():
+            tail += len(w)
+        else:
+            break
+    if tail and tail < 7 and any(w in ("number", "phone", "code", "card") for w in words):
+        return False
+    ended = raw[-1] in ".?!"
+    if raw[0].islower() and not ended:
+        return False
+    return True if ended and raw[0].isupper() else None

@@ -1,0 +1,216 @@
+"""Speech during a reply: a real interruption, a backchannel ("mm-hmm", "yeah") or the reply's
+own echo. Speech over a playing reply is transcribed after `barge_in_check_ms` of it (or when
+it ends, if sooner); a backchannel or an echo leaves the reply alone (`speech.ignored`),
+anything else cancels it, and speech that goes on past `barge_in_max_ms` always does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from voice_gateway.settings import Settings
+
+log = logging.getLogger(__name__)
+_WORDS = re.compile(r"[a-z']+")
+IgnoreReason = Literal["backchannel", "echo"]
+
+
+def words(text: str) -> list[str]:
+    return _WORDS.findall(text.lower().replace("-", " "))
+
+
+def phrase_set(csv: str) -> frozenset[str]:
+    return frozenset(" ".join(words(p)) for p in csv.split(",") if words(p))
+
+
+def is_backchannel(text: str, phrases: frozenset[str]) -> bool:
+    """The text is only backchannel phrases ("mm-hmm", "yeah, okay"); "" counts as one."""
+    ws = words(text)
+    i = 0
+    while i < len(ws):
+        for n in (3, 2, 1):
+            if " ".join(ws[i : i + n]) in phrases:
+                i += n
+                break
+        else:
+            return False
+    return True
+
+
+def is_echo(text: str, reply_text: str) -> bool:
+    """Most of the heard words are words of the reply being played (by their first four
+    letters: an echo comes back clipped, "sentence" heard as "sent")."""
+    heard = words(text)
+    stems = {w[:4] for w in words(reply_text)}
+    return bool(heard) and sum(w[:4] in stems for w in heard) >= 0.6 * len(heard)
+
+
+ECHO_REMOVED_DB = 15.0  # the canceller took this much out of the speech: it was mostly echo
+# (bench/echo_cancel.py: a caller talking over the reply loses 1-9 dB while AEC3 learns, a
+# handset with no echo path included; a converged canceller removes ~30 dB of echo)
+
+
+def judge(
+    text: str, phrases: frozenset[str], reply_text: str, echo_on: bool, removed_db: float = 0.0
+) -> str | None:
+    """None: a real interruption; else the reason to ignore it. `removed_db`: how much the
+    echo canceller removed from this speech."""
+    if echo_on and (removed_db >= ECHO_REMOVED_DB or not words(text)):
+        return "echo"  # (no word at all over a reply with the canceller on: its residue)
+    if is_backchannel(text, phrases):
+        return "backchannel"
+    if echo_on and is_echo(text, reply_text):
+        return "echo"
+    return None
+
+
+def removed_db(start: tuple[float, float], now: tuple[float, float]) -> float:
+    before, after = now[0] - start[0], now[1] - start[1]
+    return 0.0 if before <= 0 else float(10 * np.log10(before / max(after, 1.0)))
+
+
+@dataclass(slots=True)
+class Overlap:
+    """Speech that started while a reply was playing, not judged yet."""
+
+    start_ms: int  # on the input timeline
+    energy: tuple[float, float] = (0.0, 0.0)  # the canceller's totals when it began
+    check: asyncio.Task[None] | None = None  # transcribing it
+    checked_ms: int = 0  # how much of it the last check had heard
+    echo: bool = True  # no check has heard an interruption's words yet
+    decided: bool = False
+
+
+Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+
+
+@dataclass
+class BargeIn:
+    """One call's barge-in: what the session tells it (speech confirmed, a frame, an utterance
+    ended) and what it may do (interrupt the reply, transcribe, report an ignored one)."""
+
+    check_ms: int
+    max_ms: int
+    phrases: frozenset[str]
+    echo_on: bool
+    now_ms: Callable[[], int]  # the end of the caller's last voiced frame
+    playing: Callable[[], bool]  # a reply's audio is going out
+    reply_text: Callable[[], str]
+    interrupt: Callable[[str], None]
+    speculate: Callable[[], asyncio.Future[str] | None]
+    spawn: Spawn
+    on_ignored: Callable[[str, str, str], Awaitable[None]]  # (turn_id, reason, text)
+    energy: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0)  # the echo canceller's
+    overlap: Overlap | None = None
+
+    def confirmed(self, start_ms: int) -> None:
+        """Speech long enough to count: over a playing reply it is judged, else it cancels."""
+        if self.playing():
+            self.overlap = Overlap(start_ms, self.energy())
+        else:
+            self.interrupt("barge_in")
+
+    def frame(self) -> None:
+        """Per frame: cancel once the speech is long, or once its start is transcribed and is
+        neither a backchannel nor the reply's echo."""
+        ov = self.overlap
+        if ov is None or ov.decided:
+            return
+        spoken_ms = self.now_ms() - ov.start_ms
+        if not self.playing():
+            self._cancel(ov)
+        elif spoken_ms >= self.max_ms and not (self.echo_on and ov.echo):
+            self._cancel(ov)  # long speech is an interruption, unless it may be the echo
+        elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
+            spec = self.speculate()
+            if spec is None:  # the vendor cannot transcribe a part: an interruption
+                self._cancel(ov)
+            else:  # an echo is checked again every check_ms: the caller may join in
+                ov.checked_ms = spoken_ms
+                ov.check = self.spawn(self._check(ov, spec))
+
+    def _cancel(self, ov: Overlap) -> None:
+        ov.decided = True
+        self.interrupt("barge_in")
+
+    async def _check(self, ov: Overlap, spec: asyncio.Future[str]) -> None:
+        await asyncio.wait([spec])
+        ov.check = None
+        if ov.decided or spec.cancelled() or spec.exception() is not None:
+            return
+        reason = self.reason(spec.result(), ov)
+        log.info(
+            "speech over the reply: %r (%.1f dB removed as echo) -> %s",
+            spec.result(),
+            removed_db(ov.energy, self.energy()),
+            reason or "interruption",
+        )
+        ov.echo = reason == "echo"  # re-checked every check_ms: the caller may join in
+        if reason is None:
+            self._cancel(ov)
+
+    def reason(self, text: str, ov: Overlap) -> str | None:
+        removed = removed_db(ov.energy, self.energy())
+        return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
+
+    def ended(self) -> Overlap | None:
+        """The utterance ended: its overlap if still undecided (judge it with `judge_final`)."""
+        ov, self.overlap = self.overlap, None
+        if ov is None or ov.decided:
+            return None
+        ov.decided = True
+        return ov
+
+    async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str, ov: Overlap) -> bool:
+        """The whole utterance spoken over a reply; True: ignore it (reported), False: it
+        cancelled the reply."""
+        await asyncio.wait([transcript])
+        result = None if transcript.cancelled() else transcript.result()
+        text = result.strip() if isinstance(result, str) else None
+        reason = None if text is None else self.reason(text, ov)
+        if reason is None or text is None:
+            self.interrupt("barge_in")
+            return False
+        await self.on_ignored(turn_id, reason, text)
+        return True
+
+
+@dataclass(slots=True)
+class TurnOptions:
+    detection: str  # vad | smart
+    echo: bool
+
+
+def turn_options(
+    settings: Settings, source: str, extra: dict[str, Any]
+) -> tuple[TurnOptions, list[str]]:
+    """The call's turn-taking options from session.start (Twilio: stream parameters, as
+    strings); returns them and the complaints to send as error events."""
+    from voice_gateway.endpoint import KNOWN_TURN_DETECTION
+
+    errors: list[str] = []
+    detection: str = settings.turn_detection
+    echo = settings.echo_cancellation == "on" or (
+        settings.echo_cancellation == "auto" and source == "phone"
+    )
+    raw = extra.get("turn_detection")
+    if raw is not None:
+        if raw in KNOWN_TURN_DETECTION:
+            detection = str(raw)
+        else:
+            errors.append(f"turn_detection must be one of {', '.join(KNOWN_TURN_DETECTION)}")
+    raw = extra.get("echo_cancellation")
+    if raw is not None:
+        if isinstance(raw, bool):
+            echo = raw
+        elif isinstance(raw, str) and raw.lower() in ("true", "false"):
+            echo = raw.lower() == "true"
+        else:
+            errors.append("echo_cancellation must be true or false")
+    return TurnOptions(detection, echo), errors
