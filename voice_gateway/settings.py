@@ -183,7 +183,10 @@ class Settings(BaseSettings):
     # Admission control per process (voice_gateway/capacity.py, docs/operations.md): past
     # either a new call is refused (close 1013, HTTP 503) instead of slowing the live ones
     process_max_calls: int = Field(500, ge=0)  # live calls in one process; 0: no limit
-    admit_max_lag_ms: float = Field(30.0, ge=0)  # smoothed event-loop lag; 0: not judged
+    # smoothed event-loop lag beyond which new calls are refused (1013); 0: not judged. 200 ms
+    # averaged over ~0.5 s means every live call is already late; lower it where the machine is
+    # the gateway's alone (30 ms refused calls on a shared 2-core test machine)
+    admit_max_lag_ms: float = Field(200.0, ge=0)
     # `voice-gateway serve --workers N`: N processes share the port (N > 1 needs VG_REDIS_URL)
     workers: int = Field(1, ge=1, le=64)
 

@@ -116,6 +116,9 @@ def browser_model(frames: list[Frame]) -> tuple[int, int, bool]:
             errors += 1
             continue
         if isinstance(event, SessionStart):
+            if not started and event.conversation_id:
+                # an id this gateway never issued: conversation_not_found (fatal), 4404
+                return errors, 4404, False
             errors += started
             started = True
         elif not started:
@@ -143,7 +146,7 @@ def test_browser_socket_fuzz(live: Live, frames: list[Frame]) -> None:
     errors = [e for e in events if e.get("type") == "error"]
     for e in errors:
         assert isinstance(e["code"], str) and isinstance(e["message"], str), e
-        assert e["fatal"] is (e["code"] == "frame_too_large"), e
+        assert e["fatal"] is (e["code"] in ("frame_too_large", "conversation_not_found")), e
     assert sum(not e["fatal"] for e in errors) == due, (due, errors)
     assert sum(e.get("type") == "session.started" for e in events) == started
     assert all(isinstance(e.get("type"), str) or "binary" in e for e in events), events

@@ -22,6 +22,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "redis_url": None,
         "api_key": None,
         "voice": False,  # voice tests turn it on (loads whisper + TTS)
+        # the test gateway shares its process with the test: its event-loop lag is the test's
+        # too (tests/integration/test_admission.py tests admission with its own settings)
+        "admit_max_lag_ms": 0,
     }
     values.update(overrides)
     return Settings(**values)

@@ -46,6 +46,8 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
         str(code): {"description": "OK", "content": ok} for code in (spec.status, *spec.also)
     }
     responses.update({code: error for code in ERROR_CODES if not (spec.public and code == "401")})
+    if spec.upstream:  # the MCP server the client named refused / did not answer
+        responses.update({"502": error, "504": error})
     op: dict[str, Any] = {
         "summary": doc.split("\n")[0] if doc else route.name,
         "description": doc,

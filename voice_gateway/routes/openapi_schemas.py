@@ -150,6 +150,7 @@ class Op:
     errors: str = "Error"  # the schema of error bodies
     form: bool = False  # the body is a form (Twilio webhook), not JSON
     public: bool = False  # no key needed, even on a keyed gateway
+    upstream: bool = False  # talks to a server the client named: 502 (refused) / 504 (timed out)
 
 
 OPS: dict[tuple[str, str], Op] = {
@@ -222,9 +223,10 @@ OPS: dict[tuple[str, str], Op] = {
     ),
     ("attach_tool", "patch"): Op(response=ref("Agent")),
     ("update_approval", "patch"): Op(obj({"requires_approval": BOOL}), response=ref("Agent")),
-    ("create_server", "post"): Op(McpServerIn, status=201),
-    ("update_server", "patch"): Op(McpServerPatch),
-    ("run_server_tool", "post"): Op(ToolRunIn),
+    ("create_server", "post"): Op(McpServerIn, status=201, upstream=True),
+    ("update_server", "patch"): Op(McpServerPatch, upstream=True),
+    ("refresh_server", "patch"): Op(upstream=True),
+    ("run_server_tool", "post"): Op(ToolRunIn, upstream=True),
     ("list_server_tools", "get"): Op(response=arr(ref("Tool"))),
     ("get_server_tool", "get"): Op(response=ref("Tool")),
     ("detach_tool", "patch"): Op(response=ref("Agent")),

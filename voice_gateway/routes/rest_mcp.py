@@ -6,6 +6,7 @@ isolation and are refused (403) where it is unavailable."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -90,6 +91,8 @@ def _fields(gw: Any, name: str, c: McpConfig) -> tuple[dict[str, Any], dict[str,
     if c.mcp_server_type == "stdio":
         if not c.command:
             raise ApiError(422, "config.command is required for a stdio MCP server")
+        if shutil.which(c.command) is None:  # say so, rather than a 502 from a failed spawn
+            raise ApiError(422, f"config.command: no such program: {c.command[:200]!r}")
         refuse_if_unisolated(gw)  # the command runs inside the tool isolation, or not at all
         fields = {"server_url": None, "command": c.command, "args": list(c.args or [])}
         secrets: dict[str, Any] = {"env": c.env}
