@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 from alembic import context
 from sqlalchemy import text
@@ -10,6 +11,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from memory.orm import Base
+
+# SQLite batch migrations reflect tables; SQLAlchemy cannot reflect expression indexes (the
+# coalesce(...) unique indexes) and warns on stderr, though every one of them is still there
+# after `upgrade head` (checked: uq_tools_owner_name, uq_identities_owner_key,
+# uq_blocks_agent_label_identity, uq_mcp_servers_owner_name)
+warnings.filterwarnings("ignore", message="Skipped unsupported reflection of expression-based")
 
 config = context.config
 target_metadata = Base.metadata
