@@ -145,6 +145,12 @@ class SleeptimeAgent:
                 result = await self._commit(event, pending, staged, stop)
             except NotFound:  # the agent was deleted while we worked
                 result = None
+            except RuntimeError:
+                # a run that failed because its agent went away mid-run (its run record's
+                # write then fails on the foreign key) is a deleted agent, not a poison entry
+                if await self.memory.agents.exists(event.agent_id):
+                    raise
+                result = None
             except _BlockMoved as moved:
                 log.info(
                     "sleeptime: block %s of agent %s changed during the rewrite; redoing it on "
