@@ -7,7 +7,6 @@ call (LLM stream, TTS, STT) is cancelled and what was said is stored.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -16,12 +15,13 @@ from typing import Any
 
 from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
-from memory.models import AgentData, Source, TranscriptEvent
-from memory.orm import new_id, utcnow
+from memory.models import AgentData, Source
+from memory.orm import new_id
 from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.audio import StreamingResampler
+from voice_gateway.pipeline.call_end import publish_call_end, refuse_waiting, speak_cached
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -161,9 +161,12 @@ class VoiceSession:
                     task.cancel()
         finally:
             await stt.aclose()
-            await self._refuse_waiting()
+            await refuse_waiting(
+                self.gw, self.agent_id, self.conversation_id, self.source, self.approvals.hung_up()
+            )
             self.gw.metrics.echo_frames.inc(self.echo.cancelled_s)
-            await self._publish_call_end()
+            if self.turn_count and not self.conversation_gone:
+                await publish_call_end(self)
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
             self.ended.set()
@@ -380,30 +383,6 @@ class VoiceSession:
             self.interrupt("client")
             await self.turns.put(UserTurn("", new_id("turn"), answers=got))
 
-    async def _refuse_waiting(self) -> None:
-        """The call ended while calls waited: the loop refuses them (nothing runs)."""
-        answers = self.approvals.hung_up()
-        if not answers:
-            return
-        from agents.loop import TurnInput
-        from agents.voice import VOICE
-
-        inp = TurnInput(
-            text="",
-            mode=VOICE,
-            conversation_id=self.conversation_id,
-            source=self.transport.source,
-            publish=False,
-            answers=answers,
-            answers_only=True,
-        )
-        try:
-            async with contextlib.aclosing(self.gw.loop.run(self.agent_id, inp)) as events:
-                async for _ in events:
-                    pass
-        except Exception:
-            log.exception("could not refuse the calls waiting at hang-up")
-
     async def _finish_stt(self, speculated: bool = False) -> str | Exception:
         """STT result or its error (a task in the call's TaskGroup must not raise)."""
         try:
@@ -478,20 +457,7 @@ class VoiceSession:
     async def speak_phrase(self, text: str) -> str | None:
         """A cached phrase (an apology, a goodbye) as an audio item of its own; returns the
         item id (None if it could not be synthesized); never raises."""
-        try:
-            audio = await self.voice.phrases.get(text, self.output_rate)
-        except Exception:
-            log.exception("no audio for the phrase %r", text)
-            return None
-        item = new_id("item")
-        await self.send("response.audio.started", item_id=item, sample_rate=self.output_rate)
-        step = self.output_rate // 50 * 2
-        for i in range(0, len(audio), step):
-            await self.send_audio(item, audio[i : i + step])
-        await self.send(
-            "response.audio.done", item_id=item, duration_ms=len(audio) * 500 // self.output_rate
-        )
-        return item
+        return await speak_cached(self, self.voice, text)
 
     async def _greeting(self) -> UserTurn:
         from agents.greeting import render_greeting
@@ -529,26 +495,3 @@ class VoiceSession:
             if reason != "end":
                 self.interrupt("client")
             await asyncio.sleep(0.02)
-
-    async def _publish_call_end(self) -> None:
-        if not self.turn_count or self.conversation_gone:
-            return
-        now = utcnow()
-        event = TranscriptEvent(
-            event_id=new_id("evt"),
-            agent_id=self.agent_id,
-            conversation_id=self.conversation_id,
-            identity_id=self.identity_id,
-            turn_id=f"end-{self.session_id}",
-            source=self.transport.source,
-            user_text="",
-            agent_text="",
-            agent_text_heard="",
-            started_at=now,
-            ended_at=now,
-            call_ended=True,
-        )
-        try:
-            await asyncio.shield(self.gw.memory.finish_turn(event))
-        except Exception:
-            log.exception("could not publish the end of the call")
