@@ -148,6 +148,9 @@ def test_tool_search(client: Letta) -> None:
     assert {h.tool.tool_type for h in only} == {"letta_sleeptime_core"}
     meaning = client.tools.search(query="look up what was said earlier", search_mode="vector")
     assert "conversation_search" in [h.tool.name for h in meaning[:3]]
+    # a query with no word in it (symbols only) matches nothing by text, and is no 500
+    assert client.tools.search(query="\u0096 ?!", search_mode="fts") == []
+    assert isinstance(client.tools.search(query="?!", search_mode="hybrid"), list)
 
 
 def test_pydantic_arguments_in_a_turn(client: Letta, fake_llm: FakeLLM) -> None:

@@ -103,9 +103,9 @@ async def search_tools(request: Request) -> JSONResponse:
             for t, x in zip(tools, texts, strict=True)
         ]
         return JSONResponse(listed[: body.limit])
-    q = _words(query)
+    q = _words(query)  # may be empty: a query of punctuation or symbols only
     fts = [
-        len(q & _words(f"{x} {' '.join(t['tags'])}")) / len(q)
+        len(q & _words(f"{x} {' '.join(t['tags'])}")) / max(1, len(q))
         for t, x in zip(tools, texts, strict=True)
     ]
     vec = [0.0] * len(tools)
