@@ -61,13 +61,18 @@ class Scheduler:
             await asyncio.sleep(self.tick_s)
 
     async def tick(self, now: datetime | None = None) -> list[str]:
-        """Claim and send what is due at `now`; the ids of the schedules this process fired."""
+        """Claim and send what is due at `now`; the ids of the schedules this process fired.
+        A draining gateway (SIGTERM) claims none: another one, or it after its restart, will."""
         now = now or utcnow()
         fired: list[str] = []
+        if self.gw.extras.get("draining"):
+            return fired
         for schedule in await self.store.due(now):
-            if await self.store.claim(schedule, self._next(schedule, now)):
-                fired.append(schedule.id)
-                await self._send(schedule)
+            if not await self.store.claim(schedule, self._next(schedule, now)):
+                log.debug("scheduled message %s: claimed by another process", schedule.id)
+                continue
+            fired.append(schedule.id)
+            await self._send(schedule)
         return fired
 
     @staticmethod

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
 from letta_client import Letta, NotFoundError, UnprocessableEntityError
+from sqlalchemy import update
 
+from memory.orm_schedules import ScheduledMessage
 from tests.integration.test_rest_letta_client import strict
 from tests.support.fake_llm import FakeLLM
 from tests.support.servers import ServerThread
@@ -177,10 +180,40 @@ def test_a_recurring_schedule_fires_again_and_again(client: Letta, fake_llm: Fak
     after = client.agents.schedule.retrieve(made.id, agent_id=agent.id).next_scheduled_time
     assert after and before and after > before  # it stays, due next time
     client.agents.schedule.delete(made.id, agent_id=agent.id)
-    time.sleep(0.5)  # a firing claimed just before the delete may still start
+    time.sleep(1.5)  # a firing claimed just before the delete may still start
     settled = len(list(client.runs.list(agent_id=agent.id)))
-    time.sleep(1.5)
+    time.sleep(2.0)
     assert len(list(client.runs.list(agent_id=agent.id))) == settled  # deleted: no more
+
+
+def test_times_missed_while_no_gateway_ran_are_sent_once(
+    client: Letta, server: ServerThread, fake_llm: FakeLLM
+) -> None:
+    agent = client.agents.create(model="openai/fake")
+    minute = (datetime.now(UTC).minute + 30) % 60  # hourly, not due again during the test
+    made = client.agents.schedule.create(
+        agent.id,
+        messages=[{"role": "user", "content": "Hourly check"}],
+        schedule={"type": "recurring", "cron_expression": f"{minute} * * * *"},
+    )
+
+    async def overdue() -> None:  # as if every gateway had been down for three hours
+        async with server.app.state.gw.memory.db.write() as s:
+            await s.execute(
+                update(ScheduledMessage)
+                .where(ScheduledMessage.id == made.id)
+                .values(next_run_at=datetime.now(UTC) - timedelta(hours=3))
+            )
+
+    server.call(overdue())
+    wait_for(lambda: completed_runs(client, agent.id))
+    time.sleep(1.0)
+    assert len(list(client.runs.list(agent_id=agent.id))) == 1
+    nxt = client.agents.schedule.retrieve(made.id, agent_id=agent.id).next_scheduled_time
+    assert nxt is not None
+    when = datetime.fromisoformat(nxt)
+    assert datetime.now(UTC) < when <= datetime.now(UTC) + timedelta(hours=1)
+    assert (when.minute, when.second) == (minute, 0)
 
 
 def test_two_gateways_on_one_database_fire_each_schedule_once(
