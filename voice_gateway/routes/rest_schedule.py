@@ -45,8 +45,9 @@ async def create_schedule(request: Request) -> JSONResponse:
                 f"schedule.scheduled_at is in the past: {when.isoformat()} (it is Unix time in "
                 f"milliseconds; now is {int(now.timestamp() * 1000)})",
             )
-        saved = await store.create(agent_id, message=body.stored(), next_run_at=when,
-                                   scheduled_at=ms)  # fmt: skip
+        saved = await store.create(
+            agent_id, message=body.stored(), next_run_at=when, scheduled_at=ms
+        )
     else:
         expression = body.schedule.cron_expression.strip()
         try:
@@ -55,8 +56,9 @@ async def create_schedule(request: Request) -> JSONResponse:
             raise ApiError(422, f"schedule.cron_expression: {exc}") from None
         if nxt is None:
             raise ApiError(422, f"schedule.cron_expression: {expression!r} names no time")
-        saved = await store.create(agent_id, message=body.stored(), next_run_at=nxt,
-                                   cron_expression=expression)  # fmt: skip
+        saved = await store.create(
+            agent_id, message=body.stored(), next_run_at=nxt, cron_expression=expression
+        )
     return JSONResponse({"id": saved.id, "next_scheduled_at": _iso(saved)})
 
 
