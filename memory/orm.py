@@ -459,4 +459,5 @@ class CallUsage(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-from memory import orm_sources  # noqa: E402,F401  (archives, folders, files: same metadata)
+# archives, folders, files; scheduled messages: same metadata
+from memory import orm_schedules, orm_sources  # noqa: E402,F401

@@ -108,6 +108,10 @@ async def open_gateway(settings: Settings) -> Gateway:
     gw.extras["file_jobs"] = FileJobs(memory)
     await gw.extras["file_jobs"].recover()
     await orphaned_runs(gw)
+    if settings.schedule_tick_s > 0:  # due scheduled messages, claimed once across processes
+        from voice_gateway.scheduler import Scheduler
+
+        gw.extras["scheduler"] = Scheduler(gw).start()
     return gw
 
 
@@ -136,6 +140,8 @@ async def close_gateway(gw: Gateway) -> None:
     await gw.capacity.aclose()
     if gw.webrtc is not None:
         await gw.webrtc.aclose()
+    if (scheduler := gw.extras.get("scheduler")) is not None:  # no new runs from here on
+        await scheduler.aclose()
     runs = gw.extras.get("runs")
     if runs is not None:  # background runs store what they produced before the bus stops
         await runs.aclose()
@@ -164,12 +170,14 @@ def routes(settings: Settings) -> list[BaseRoute]:
         rest_folders,
         rest_recall,
         rest_runs,
+        rest_schedule,
     )
 
     out: list[BaseRoute] = [
         *ops.routes(),
         *rest.routes(),
         *rest_runs.routes(),
+        *rest_schedule.routes(),
         *rest_recall.routes(),
         *rest_callers.routes(),
         *rest_archives.routes(),

@@ -157,6 +157,11 @@ class Settings(BaseSettings):
     max_deliveries: int = 5
     sleeptime_test_delay_s: float = 0.0  # tests only: stall each rewrite before its commit
 
+    # Scheduled messages (voice_gateway/scheduler.py, docs/rest_api.md): how often a process
+    # looks for due ones (0: this one fires none), and cron's optional leading seconds field
+    schedule_tick_s: float = Field(1.0, ge=0, le=60)
+    schedule_cron_seconds: bool = False
+
     # HTTP limits
     max_body_bytes: int = 1_000_000
     max_file_bytes: int = Field(20_000_000, ge=1)  # one upload to a folder; beyond: 413

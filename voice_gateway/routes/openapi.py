@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from starlette.routing import BaseRoute, Route
 
 from voice_gateway.routes.openapi_callers import CALLER_OPS, CALLER_RESPONSES
+from voice_gateway.routes.openapi_schedule import SCHEDULE_OPS, SCHEDULE_RESPONSES
 from voice_gateway.routes.openapi_schemas import OPS, RESPONSES, Op, Schema, ref
 from voice_gateway.routes.openapi_sources import SOURCE_OPS, SOURCE_RESPONSES
 
@@ -32,7 +33,7 @@ def _body_schema(body: type[BaseModel] | Schema, components: dict[str, Schema]) 
 def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict[str, Any]:
     doc = (route.endpoint.__doc__ or "").strip()
     key = (route.name, method)
-    spec = OPS.get(key) or CALLER_OPS.get(key) or SOURCE_OPS.get(key, Op())
+    spec = OPS.get(key) or CALLER_OPS.get(key) or SCHEDULE_OPS.get(key) or SOURCE_OPS.get(key, Op())
     params = [
         {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
         for p in _PARAM.findall(route.path)
@@ -69,6 +70,7 @@ def _operation(route: Route, method: str, components: dict[str, Schema]) -> dict
 def openapi_document(routes: list[BaseRoute], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     components: dict[str, Schema] = {**RESPONSES, **CALLER_RESPONSES, **SOURCE_RESPONSES}
+    components.update(SCHEDULE_RESPONSES)
     for route in routes:
         if not isinstance(route, Route) or not route.include_in_schema:
             continue

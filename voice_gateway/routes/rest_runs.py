@@ -40,7 +40,7 @@ from voice_gateway.routes.rest_messages import (
 )
 from voice_gateway.routes.rest_messages import turn_input as message_turn
 from voice_gateway.run_mirror import ORPHANED, mirror_of
-from voice_gateway.runs import runs_of
+from voice_gateway.runs import ActiveRun, runs_of
 
 
 def _order(request: Request) -> Any:
@@ -228,6 +228,12 @@ async def send_async(request: Request) -> JSONResponse:
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AsyncMessagesRequest)
+    active = await start_async(gw, agent, body)
+    return JSONResponse(run_json(await gw.memory.runs.get(active.run_id)))
+
+
+async def start_async(gw: Any, agent: Any, body: AsyncMessagesRequest) -> ActiveRun:
+    """The background run of `body` (also what a due scheduled message sends)."""
     if body.conversation_id is not None:
         await gw.memory.conversations.get(body.conversation_id, agent.id)
     inp = await message_turn(gw, agent, body, body.conversation_id)
@@ -239,7 +245,7 @@ async def send_async(request: Request) -> JSONResponse:
     active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config)
     if mirror is not None:
         mirror.publish(active.run_id, sse_frames(gw, lambda: active.follow(0), True, False))
-    return JSONResponse(run_json(await gw.memory.runs.get(active.run_id)))
+    return active
 
 
 async def cancel_runs(request: Request) -> JSONResponse:
