@@ -17,6 +17,7 @@ from memory.models import Conflict
 from voice_gateway.errors import ApiError
 from voice_gateway.file_jobs import FileJobs
 from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
+from voice_gateway.routes import rest_open_files
 from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
 from voice_gateway.routes.rest_archives import embedding_handle
 
@@ -231,4 +232,5 @@ def routes() -> list[BaseRoute]:
         Route(ag, agent_folders, methods=["GET"]),
         Route(f"{ag}/attach/{{folder_id}}", attach_folder, methods=["PATCH"]),
         Route(f"{ag}/detach/{{folder_id}}", detach_folder, methods=["PATCH"]),
+        *rest_open_files.routes(),  # the agent's files, open or closed
     ]
