@@ -88,9 +88,7 @@ def test_open_close_and_list_an_agents_files(client: Letta, fake_llm: FakeLLM) -
         Reply(text="Opened."),
     )
     client.agents.messages.create(agent_id=agent.id, messages=[{"role": "user", "content": "c"}])
-    assert [f.file_name for f in client.agents.files.list(agent.id, is_open=True).files] == [
-        "c.md"
-    ]
+    assert [f.file_name for f in client.agents.files.list(agent.id, is_open=True).files] == ["c.md"]
 
 
 def test_files_of_other_folders_and_unknown_ids_are_404(client: Letta) -> None:
