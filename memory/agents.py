@@ -149,9 +149,11 @@ class AgentStore:
         after: str | None = None,
         before: str | None = None,
         order: str = "asc",
+        ids: Sequence[str] | None = None,
     ) -> list[AgentData]:
+        """A page of agents (of `ids` only, when given)."""
         async with self.db.read() as s:
-            q = select(Agent)
+            q = select(Agent) if ids is None else select(Agent).where(Agent.id.in_(ids))
             if scoped:
                 q = q.where(Agent.user_id == user_id if user_id else Agent.user_id.is_(None))
             if name:

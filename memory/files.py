@@ -7,7 +7,9 @@ search uses the archival index. Ownership as for archives: another user's folder
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -88,26 +90,35 @@ class FolderStore:
             updated_at=now,
         )
         async with self.db.write() as s:
-            clash = await s.scalar(
-                select(Folder.id).where(Folder.name == name, _visible(user_id, True))
-            )
-            if clash is not None:
+            if await self.name_taken(s, user_id, name):
                 raise Conflict(f"a folder named '{name}' already exists")
-            s.add(row)
-            await s.flush()
-            s.add(
-                Archive(
-                    id=new_id("archive"),
-                    user_id=user_id,
-                    folder_id=row.id,
-                    name=f"{name} (files)",
-                    embedding=embedding,
-                    metadata_={},
-                    version=0,
-                    deletes=0,
-                )
-            )
+            await self.add_rows(s, row)
         return _folder(row)
+
+    @staticmethod
+    async def name_taken(s: AsyncSession, user_id: str | None, name: str) -> bool:
+        found = await s.scalar(
+            select(Folder.id).where(Folder.name == name, _visible(user_id, True))
+        )
+        return found is not None
+
+    @staticmethod
+    async def add_rows(s: AsyncSession, row: Folder) -> None:
+        """Add a folder and the archive that indexes its chunks (in the caller's transaction)."""
+        s.add(row)
+        await s.flush()
+        s.add(
+            Archive(
+                id=new_id("archive"),
+                user_id=row.user_id,
+                folder_id=row.id,
+                name=f"{row.name} (files)",
+                embedding=row.embedding,
+                metadata_={},
+                version=0,
+                deletes=0,
+            )
+        )
 
     async def get(self, folder_id: str, user_id: str | None, *, scoped: bool) -> FolderData:
         async with self.db.read() as s:
@@ -234,6 +245,17 @@ class FolderStore:
             if left is None:
                 agent.tool_names = [n for n in agent.tool_names if n not in FILE_TOOLS]
             agent.updated_at = utcnow()
+
+
+def unique_name(name: str, taken: Collection[str]) -> str:
+    """`name`, or `stem_(n).ext` with the first n not taken."""
+    if name not in taken:
+        return name
+    path = PurePosixPath(name)
+    n = 1
+    while f"{path.stem}_({n}){path.suffix}" in taken:
+        n += 1
+    return f"{path.stem}_({n}){path.suffix}"
 
 
 class FileStore:

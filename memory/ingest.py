@@ -94,6 +94,20 @@ def parse(data: bytes, kind: str) -> Parsed:
     return Parsed("\n".join(lines), len(reader.pages), line_pages)
 
 
+def from_text(text: str, kind: str) -> Parsed:
+    """A file's text as parsed before (an imported file): a PDF's `[Page N]` lines give
+    its pages again."""
+    if kind != PDF:
+        return Parsed(text)
+    line_pages: list[int] = []
+    page = 1
+    for line in text.split("\n"):
+        if line.startswith("[Page ") and line.endswith("]") and line[6:-1].isdigit():
+            page = int(line[6:-1])
+        line_pages.append(page)
+    return Parsed(text, max(line_pages, default=1), line_pages)
+
+
 def chunk(parsed: Parsed, chunk_size: int = 800) -> list[Chunk]:
     out: list[Chunk] = []
     buf: list[str] = []

@@ -204,13 +204,27 @@ class RunStore:
         self.db = db
 
     async def create(
-        self, run: RunRecord, *, background: bool, request_config: dict[str, Any]
+        self,
+        run: RunRecord,
+        *,
+        background: bool,
+        request_config: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """A run stored before it starts (a background run: pollable at once)."""
         stmt = record_stmts(run, (0, 0), None)[0]
         params = list(stmt.params)
         params[5], params[6], params[15] = background, "created", request_config
         await self.db.batch([Stmt(stmt.sql, params)], write=True)
+        if metadata:
+            await self.merge_metadata(run.id, metadata)
+
+    async def merge_metadata(self, run_id: str, values: dict[str, Any]) -> None:
+        """Set keys of the run's metadata (the loop never writes it: no race with a step)."""
+        async with self.db.write() as s:
+            row = await s.scalar(select(Run).where(Run.id == run_id))
+            if row is not None:
+                row.metadata_ = {**(row.metadata_ or {}), **values}
 
     async def get(self, run_id: str) -> RunData:
         async with self.db.read() as s:

@@ -5,17 +5,19 @@ ApiError naming it (docs/rest_api.md "Agent files")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from agents.tools import REGISTRY
 from agents.tools.custom import SourceError, parse_source
-from memory.agent_import import AgentPlan, ToolPlan
+from memory.agent_import import AgentPlan, FilePlan, FolderPlan, ToolPlan
 from memory.embeddings import validate_handle
+from memory.files import FILE_TOOLS
 from memory.models import BlockSpec, MessageData, ToolCallData
 from memory.orm import new_id
+from voice_gateway.agent_file_sources import agent_sources, file_plans, folder_plans
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.agent_file import AgentFile, AgentIn, BlockIn, MessageIn, ToolIn
 from voice_gateway.protocol.letta import MAX_CONTEXT_WINDOW
@@ -68,9 +70,13 @@ class Planner:
     gw: Any
     af: AgentFile
     opts: ImportOptions
+    folders: list[FolderPlan] = field(default_factory=list)  # the file's sources, planned
+    files: list[FilePlan] = field(default_factory=list)
 
     def plan(self) -> tuple[list[AgentPlan], list[ToolPlan]]:
         tools = self._custom_tools()
+        self.folders = folder_plans(self.gw, self.af, self.opts.embedding)
+        self.files = file_plans(self.af)
         return [self._agent(i, a, tools) for i, a in enumerate(self.af.agents)], list(
             {t.name: t for t in tools.values()}.values()
         )
@@ -148,7 +154,11 @@ class Planner:
             else False,
         }
         messages = [] if self.opts.strip_messages else self._messages(a)
-        return AgentPlan(fields=fields, blocks=self._blocks(i, a), messages=messages)
+        folder_keys, opened = agent_sources(a, self.files)
+        if folder_keys:  # an agent with folders has the file tools (as on attach)
+            tool_names = list(dict.fromkeys([*names, *FILE_TOOLS]))
+            fields["tool_names"] = tool_names
+        return AgentPlan(fields, self._blocks(i, a), messages, folder_keys, opened)
 
     def _model(self, i: int, a: AgentIn) -> str:
         cfg = a.llm_config

@@ -145,6 +145,8 @@ async def close_gateway(gw: Gateway) -> None:
     runs = gw.extras.get("runs")
     if runs is not None:  # background runs store what they produced before the bus stops
         await runs.aclose()
+    if (callbacks := gw.extras.get("run_callbacks")) is not None:  # their last callbacks
+        await callbacks.aclose()
     if (mirror := gw.extras.get("run_mirror")) is not None:  # the runs' last frames
         await mirror.aclose()
     if (file_jobs := gw.extras.get("file_jobs")) is not None:

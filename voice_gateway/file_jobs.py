@@ -17,7 +17,7 @@ from sqlalchemy import delete, select, update
 
 from memory.archival import bump
 from memory.files import FileData, FolderData
-from memory.ingest import chunk, parse
+from memory.ingest import chunk, from_text, parse
 from memory.orm import Passage, utcnow
 from memory.orm_sources import FileRecord
 from memory.service import Memory
@@ -46,8 +46,12 @@ class FileJobs:
                 .values(status="error", error_message="interrupted by a restart: upload again")
             )
 
-    def submit(self, folder: FolderData, file: FileData, data: bytes) -> None:
-        task = asyncio.create_task(self._run(folder, file, data), name=f"ingest {file.id}")
+    def submit(
+        self, folder: FolderData, file: FileData, data: bytes, text: str | None = None
+    ) -> None:
+        """Process an upload's bytes, or (`text`) the text of an imported file."""
+        job = self._run(folder, file, data, text)
+        task = asyncio.create_task(job, name=f"ingest {file.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -55,13 +59,16 @@ class FileJobs:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _run(self, folder: FolderData, file: FileData, data: bytes) -> None:
+    async def _run(self, folder: FolderData, file: FileData, data: bytes, text: str | None) -> None:
         files = self.memory.files
         async with self._sem:
             loop = asyncio.get_running_loop()
             try:
                 await files.set(file.id, status="parsing")
-                parsed = await loop.run_in_executor(self._pool, parse, data, file.file_type)
+                if text is not None:
+                    parsed = from_text(text, file.file_type)
+                else:
+                    parsed = await loop.run_in_executor(self._pool, parse, data, file.file_type)
                 chunks = chunk(parsed, folder.chunk_size)
                 await files.set(
                     file.id,

@@ -83,7 +83,12 @@ class ConversationRuns:
         return run
 
     async def start_background(
-        self, loop: AgentLoop, agent_id: str, inp: TurnInput, request_config: dict[str, Any]
+        self,
+        loop: AgentLoop,
+        agent_id: str,
+        inp: TurnInput,
+        request_config: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
     ) -> ActiveRun:
         """Store the run (status `created`, pollable at once) and run it in a task of its
         own: it goes on when the client that started it goes away."""
@@ -92,7 +97,9 @@ class ConversationRuns:
         agent, conv = await loop.memory.turn_state(agent_id, conv_id)
         model = inp.model or agent.model
         record = RunRecord(inp.turn_id, agent_id, conv_id, conv.identity_id, "text", model)
-        await loop.memory.runs.create(record, background=True, request_config=request_config)
+        await loop.memory.runs.create(
+            record, background=True, request_config=request_config, metadata=metadata
+        )
         run = self._register(loop, agent_id, inp, tokens=True)  # re-attached: token by token
         assert run.task is not None
         self.background.add(run.task)

@@ -9,7 +9,7 @@ from typing import Any
 from agents.tools.registry import REGISTRY, ToolContext, ToolError
 from memory.archival import SearchFilter
 from memory.files import FileData
-from memory.open_files import DEFAULT_MAX_OPEN, OpenFiles, window
+from memory.open_files import OpenFiles, max_open
 
 MAX_MATCHES = 20
 
@@ -46,20 +46,21 @@ async def open_files(
     store = OpenFiles(ctx.memory.db)
     if close_all_others:
         await store.close(ctx.agent.id)
-    max_open = int(ctx.agent.metadata.get("max_files_open") or DEFAULT_MAX_OPEN)
+    limit = max_open(ctx.agent.metadata)
     report: list[str] = []
-    for req in file_requests[:max_open]:
+    for req in file_requests[:limit]:
         if not isinstance(req, dict) or not isinstance(req.get("file_name"), str):
             raise ToolError("each file request needs a file_name")
         f = _find(req["file_name"], files, names)
         offset, length = req.get("offset"), req.get("length")
-        text, first, last = window(
-            f.content or "",
+        desc, text, closed = await store.open_window(
+            ctx.agent.id,
+            f,
+            names[f.id],
+            limit,
             int(offset) if isinstance(offset, int) else 0,
             int(length) if isinstance(length, int) else None,
         )
-        desc = f"{names[f.id]}: lines {first}-{last} of {len((f.content or '').splitlines())}"
-        closed = await store.open(ctx.agent.id, f.id, names[f.id], text, desc, max_open)
         report.append(f"Opened {desc}." + (f" Closed: {', '.join(closed)}." if closed else ""))
         report.append(text)
     return "\n".join(report)

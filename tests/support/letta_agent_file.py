@@ -100,7 +100,8 @@ class Agent(_Strict):
     embedding_config: EmbeddingConfig
     in_context_message_ids: list[str]
     messages: list[Message]
-    files_agents: list[dict[str, Any]]
+    files_agents: list[FileAgent]
+    source_ids: list[str] | None = None
     group_ids: list[str]
 
 
@@ -124,13 +125,46 @@ class Tool(_Strict):
     tags: list[str]
 
 
+class Source(_Strict):
+    id: str
+    name: str
+    description: str | None = None
+    instructions: str | None = None
+    metadata: dict[str, Any] | None = None
+    embedding_config: EmbeddingConfig | None = None
+
+
+class File(_Strict):
+    id: str
+    source_id: str
+    file_name: str | None = None
+    original_file_name: str | None = None
+    file_type: str | None = None
+    file_size: int | None = None
+    processing_status: Literal["pending", "parsing", "embedding", "completed", "error"]
+    content: str | None = None
+
+
+class FileAgent(_Strict):
+    id: str
+    agent_id: str
+    file_id: str
+    source_id: str
+    file_name: str
+    is_open: bool
+    visible_content: str | None = None
+    last_accessed_at: datetime | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+
+
 class AgentFileSchema(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agents: list[Agent] = Field(min_length=1)
     groups: list[dict[str, Any]]
     blocks: list[Block]
-    files: list[dict[str, Any]]
-    sources: list[dict[str, Any]]
+    files: list[File]
+    sources: list[Source]
     tools: list[Tool]
     mcp_servers: list[dict[str, Any]]
     metadata: dict[str, str]
@@ -145,3 +179,8 @@ def check_references(af: AgentFileSchema) -> None:
         ids = {m.id for m in a.messages}
         assert set(a.in_context_message_ids) <= ids
         assert all(m.agent_id in (None, a.id) for m in a.messages)
+        sources, files = {x.id for x in af.sources}, {f.id: f.source_id for f in af.files}
+        assert set(a.source_ids or []) <= sources
+        for fa in a.files_agents:
+            assert fa.agent_id == a.id and files[fa.file_id] == fa.source_id
+    assert all(f.source_id in {x.id for x in af.sources} for f in af.files)

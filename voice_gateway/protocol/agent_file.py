@@ -123,6 +123,48 @@ class EmbeddingConfigIn(_In):
     handle: str | None = None
 
 
+class SourceIn(_In):
+    """A source (folder) of the file."""
+
+    id: str
+    name: str = Field(min_length=1, max_length=200)
+    description: str | None = Field(None, max_length=10_000)
+    instructions: str | None = Field(None, max_length=10_000)
+    metadata: dict[str, Any] | None = None
+    embedding: str | None = None
+    embedding_chunk_size: int | None = Field(None, ge=100, le=8000)
+    embedding_config: EmbeddingConfigIn | None = None
+
+
+class FileIn(_In):
+    """A file of a source, with the text extracted from it (`content`)."""
+
+    id: str
+    source_id: str
+    file_name: str = Field(min_length=1, max_length=300)
+    original_file_name: str | None = Field(None, max_length=300)
+    file_type: str | None = Field(None, max_length=100)
+    file_size: int | None = Field(None, ge=0)
+    processing_status: str | None = None
+    error_message: str | None = None
+    content: str | None = None
+
+
+class FileAgentIn(_In):
+    """An agent's file (Letta's file-agent relationship): open or closed, and what shows."""
+
+    id: str
+    agent_id: str | None = None
+    file_id: str
+    source_id: str | None = None
+    file_name: str | None = None
+    is_open: bool = False
+    visible_content: str | None = None
+    start_line: int | None = Field(None, ge=1)
+    end_line: int | None = Field(None, ge=1)
+    last_accessed_at: datetime | None = None
+
+
 class AgentIn(_In):
     id: str
     name: str | None = Field(None, max_length=200)
@@ -143,14 +185,16 @@ class AgentIn(_In):
     max_files_open: int | None = None
     in_context_message_ids: list[str] = Field(default_factory=list)
     messages: list[MessageIn] = Field(default_factory=list)
+    source_ids: list[str] | None = None
+    files_agents: list[FileAgentIn] = Field(default_factory=list)
 
 
 class AgentFile(_In):
     agents: list[AgentIn] = Field(min_length=1, max_length=50)
     groups: list[dict[str, Any]] = Field(default_factory=list)
     blocks: list[BlockIn] = Field(default_factory=list)
-    files: list[dict[str, Any]] = Field(default_factory=list)
-    sources: list[dict[str, Any]] = Field(default_factory=list)
+    files: list[FileIn] = Field(default_factory=list)
+    sources: list[SourceIn] = Field(default_factory=list)
     tools: list[ToolIn] = Field(default_factory=list)
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -188,7 +232,49 @@ def parse_agent_file(raw: bytes) -> AgentFile:
     return af
 
 
+def _unique(kind: str, ids: list[str]) -> set[str]:
+    seen: set[str] = set()
+    for n, ref in enumerate(ids):
+        if ref in seen:
+            raise AgentFileError(f"{kind}.{n}.id: '{ref}' is in the file twice")
+        seen.add(ref)
+    return seen
+
+
+def _check_files(af: AgentFile) -> None:
+    """Sources, files and the agents' files name each other consistently."""
+    sources = _unique("sources", [x.id for x in af.sources])
+    file_source = {f.id: f.source_id for f in af.files}
+    _unique("files", [f.id for f in af.files])
+    for n, f in enumerate(af.files):
+        if f.source_id not in sources:
+            raise AgentFileError(f"files.{n}.source_id: '{f.source_id}' is not in the file")
+    for i, agent in enumerate(af.agents):
+        attached = set(agent.source_ids or [])
+        for ref in agent.source_ids or []:
+            if ref not in sources:
+                raise AgentFileError(f"agents.{i}.source_ids: '{ref}' is not in the file")
+        _unique(f"agents.{i}.files_agents", [fa.id for fa in agent.files_agents])
+        for k, fa in enumerate(agent.files_agents):
+            where = f"agents.{i}.files_agents.{k}"
+            source = file_source.get(fa.file_id)
+            if source is None:
+                raise AgentFileError(f"{where}.file_id: '{fa.file_id}' is not in the file")
+            if fa.source_id is not None and fa.source_id != source:
+                raise AgentFileError(
+                    f"{where}.source_id: '{fa.source_id}' is not the source of '{fa.file_id}'"
+                )
+            if fa.agent_id is not None and fa.agent_id != agent.id:
+                raise AgentFileError(f"{where}.agent_id: '{fa.agent_id}' is not '{agent.id}'")
+            if source not in attached:
+                raise AgentFileError(
+                    f"{where}: the source of '{fa.file_id}' ('{source}') is not in "
+                    f"agents.{i}.source_ids"
+                )
+
+
 def _check_references(af: AgentFile) -> None:
+    _check_files(af)
     blocks, tools = {b.id for b in af.blocks}, {t.id for t in af.tools}
     for i, agent in enumerate(af.agents):
         for key, known in (("block_ids", blocks), ("tool_ids", tools)):

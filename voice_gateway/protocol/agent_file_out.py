@@ -9,9 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.tools.registry import Tool
+from memory.files import FileData, FolderData
 from memory.models import AgentData, BlockData, MessageData
+from memory.open_files import AgentFile
 from memory.tools import ToolData
 from voice_gateway.protocol.letta import LETTA_LLM_TYPES, LOCAL_EMBED_DIM, iso, tool_json
+from voice_gateway.protocol.letta_sources import file_json, folder_json
 
 REVISION = "voice-gateway-1"  # metadata.revision_id: who wrote the file
 TOOL_RULES_KEY = "tool_rules"  # agent metadata key that holds imported tool rules (for now)
@@ -188,3 +191,45 @@ def agent_file(
         "metadata": {"revision_id": REVISION},
         "created_at": datetime.now(UTC).isoformat(),
     }
+
+
+def add_sources(
+    body: dict[str, Any], folders: list[FolderData], files: list[FileData], state: list[AgentFile]
+) -> None:
+    """Put the agent's folders (`sources`), their files with their text (`files`) and the
+    agent's open/closed state of each (`agents[0].files_agents`) into its agent file."""
+    source_ids = {f.id: f"source-{n}" for n, f in enumerate(folders)}
+    file_ids = {f.id: f"file-{n}" for n, f in enumerate(files)}
+    for n, folder in enumerate(folders):
+        out = folder_json(folder)
+        body["sources"].append(
+            {
+                "id": f"source-{n}",
+                **{k: out[k] for k in ("name", "description", "instructions", "metadata")},
+                "embedding": folder.embedding,
+                "embedding_chunk_size": folder.chunk_size,
+                "embedding_config": out["embedding_config"],
+            }
+        )
+    for f in files:
+        out = file_json(f, content=True)
+        out.update(id=file_ids[f.id], source_id=source_ids[f.folder_id])
+        out.update(file_creation_date=None, file_last_modified_date=None)
+        body["files"].append(out)
+    agent = body["agents"][0]
+    agent["source_ids"] = list(source_ids.values())
+    agent["files_agents"] = [
+        {
+            "id": f"file_agent-{n}",
+            "agent_id": agent["id"],
+            "file_id": file_ids[s.file_id],
+            "source_id": source_ids[s.folder_id],
+            "file_name": s.file_name,
+            "is_open": s.is_open,
+            "visible_content": s.visible_content,
+            "start_line": s.start_line,
+            "end_line": s.end_line,
+            "last_accessed_at": iso(s.last_accessed_at) if s.last_accessed_at else None,
+        }
+        for n, s in enumerate(x for x in state if x.file_id in file_ids)
+    ]

@@ -4,17 +4,31 @@ metrics) and the request bodies of their routes."""
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from memory.runs import RunData, StepData
 from voice_gateway.protocol.letta import MessagesRequest, _Body, iso
 
+CALLBACK_KEY = "callback"  # run metadata: the callback's url and outcome (run_callbacks.py)
+
 
 class AsyncMessagesRequest(MessagesRequest):
-    """POST /v1/agents/{id}/messages/async: a background run."""
+    """POST /v1/agents/{id}/messages/async: a background run; `callback_url` (http or https)
+    is POSTed the run's outcome when it ends."""
 
-    callback_url: str | None = None
+    callback_url: str | None = Field(None, max_length=2048)
+
+    @field_validator("callback_url")
+    @classmethod
+    def _http_only(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return url
 
 
 class RunStream(_Body):
@@ -37,6 +51,8 @@ class FeedbackRequest(_Body):
 
 def run_json(r: RunData) -> dict[str, Any]:
     request_config = r.request_config or {}
+    metadata = dict(r.metadata_ or {})
+    callback = metadata.pop(CALLBACK_KEY, None) or {}
     return {
         "id": r.id,
         "agent_id": r.agent_id,
@@ -48,8 +64,12 @@ def run_json(r: RunData) -> dict[str, Any]:
         "completed_at": iso(r.completed_at) if r.completed_at else None,
         "ttft_ns": r.ttft_ns,
         "total_duration_ns": r.total_duration_ns,
+        "callback_url": callback.get("url"),
+        "callback_sent_at": callback.get("sent_at"),
+        "callback_status_code": callback.get("status_code"),
+        "callback_error": callback.get("error"),
         "metadata": {
-            **(r.metadata_ or {}),
+            **metadata,
             "source": r.source,
             "model": r.model,
             **({"error": r.error} if r.error else {}),

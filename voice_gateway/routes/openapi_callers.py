@@ -102,6 +102,10 @@ CALLER_OPS: dict[tuple[str, str], Op] = {
     ("get_shared_block", "get"): Op(response=ref("Block")),
     ("update_shared_block", "patch"): Op(SharedBlockUpdate, response=ref("Block")),
     ("delete_shared_block", "delete"): Op(response=ref("Error")),
+    ("block_agents", "get"): Op(
+        query=(limit(), *CURSORS, ORDER, q("order_by", {"enum": ["created_at"]})),
+        response=arr(ref("Agent")),
+    ),
     ("attach_block", "patch"): Op(response=ref("Agent")),
     ("detach_block", "patch"): Op(response=ref("Agent")),
     ("list_identities", "get"): Op(

@@ -85,6 +85,21 @@ SOURCE_OPS: dict[tuple[str, str], Op] = {
     ("agent_folders", "get"): Op(query=PAGE, response=arr(ref("Folder"))),
     ("attach_folder", "patch"): Op(response=ref("Agent")),
     ("detach_folder", "patch"): Op(response=ref("Agent")),
+    # an agent's files, open or closed (routes/rest_open_files.py)
+    ("list_agent_files", "get"): Op(
+        query=(
+            *CURSORS,
+            q("cursor", STR),
+            limit(),
+            ORDER,
+            q("order_by", {"enum": ["created_at"]}),
+            q("is_open", BOOL),
+        ),
+        response=obj({"files": arr(OBJ), "has_more": BOOL}, {"next_cursor": NSTR}),
+    ),
+    ("open_agent_file", "patch"): Op(response=arr(STR)),
+    ("close_agent_file", "patch"): Op(response=obj({"message": STR})),
+    ("close_all_agent_files", "patch"): Op(response=arr(STR)),
     # agent files (routes/rest_agent_files.py): the file is the multipart field `file`
     ("export_agent", "get"): Op(
         query=(

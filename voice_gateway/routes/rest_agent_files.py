@@ -16,13 +16,15 @@ from agents.tools.registry import Tool
 from memory.agent_import import import_agents
 from memory.blocks import compile_blocks
 from memory.models import MessageData
+from memory.open_files import OpenFiles
 from memory.orm import default_conversation_id
 from memory.tools import ToolData
 from voice_gateway.agent_files import ImportOptions, Planner
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.agent_file import AgentFileError, parse_agent_file
-from voice_gateway.protocol.agent_file_out import agent_file
+from voice_gateway.protocol.agent_file_out import add_sources, agent_file
 from voice_gateway.routes.http import query_bool, query_int
+from voice_gateway.routes.rest_folders import jobs
 
 PAGE = 1000
 
@@ -55,6 +57,12 @@ async def export_agent(request: Request) -> Response:
         messages = await _conversation(request, agent.id, conv_id)
     system = f"{agent.system}\n\n{compile_blocks(blocks)}"
     body = agent_file(agent, blocks, tools, messages, system, gw.settings.context_token_budget)
+    add_sources(
+        body,
+        await gw.memory.folders.agent_folders(agent.id),
+        await gw.memory.files.of_agent(agent.id),
+        await OpenFiles(gw.memory.db).listing(agent.id),
+    )
     return Response(json.dumps(body, indent=2), media_type="application/json")
 
 
@@ -93,15 +101,22 @@ async def import_agent(request: Request) -> JSONResponse:
         af = parse_agent_file(data)
     except AgentFileError as exc:
         raise ApiError(422, f"agent file: {exc}") from exc
-    plans, tools = Planner(gw, af, opts).plan()
-    ids = await import_agents(
+    planner = Planner(gw, af, opts)
+    plans, tools = planner.plan()
+    done = await import_agents(
         gw.memory.db,
         principal.user_id,
         plans,
         tools,
         override_tools=opts.override_existing_tools,
+        folders=planner.folders,
+        files=planner.files,
     )
-    return JSONResponse({"agent_ids": ids})
+    worker = jobs(request)
+    for folder_id, file_id, text in done.files:  # chunked and embedded again, in the background
+        folder = await gw.memory.folders.get(folder_id, None, scoped=False)
+        worker.submit(folder, await gw.memory.files.get(file_id), b"", text)
+    return JSONResponse({"agent_ids": done.agent_ids})
 
 
 def routes() -> list[BaseRoute]:

@@ -13,7 +13,7 @@ from memory.models import BlockData
 from memory.shared_blocks import SharedBlocks
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta_callers import BlockCreate, SharedBlockUpdate, shared_block_json
-from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.rest import agent_out
 
 
@@ -130,6 +130,26 @@ async def detach_block(request: Request) -> JSONResponse:
     return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 
+async def block_agents(request: Request) -> JSONResponse:
+    """The agents a block is on (the agent that owns it, those it is attached to): only your
+    agents (limit, after, before, order, as the agent list)."""
+    gw = request.app.state.gw
+    p = await gw.auth.principal(request)
+    block = await _block(request, request.path_params["block_id"])
+    q = request.query_params
+    query_choice(request, "order_by", ("created_at",), "created_at")
+    agents = await gw.memory.agents.page(
+        user_id=p.user_id,
+        scoped=p.scoped,
+        ids=await gw.memory.blocks.agents_of(block),
+        limit=query_int(request, "limit", 50),
+        after=q.get("after"),
+        before=q.get("before"),
+        order=query_choice(request, "order", ("asc", "desc"), "asc"),
+    )
+    return JSONResponse([await agent_out(request, a) for a in agents])
+
+
 def routes() -> list[BaseRoute]:
     b = "/v1/blocks/{block_id}"
     a = "/v1/agents/{agent_id}/core-memory/blocks"
@@ -141,6 +161,7 @@ def routes() -> list[BaseRoute]:
         Route(b, get_shared_block, methods=["GET"]),
         Route(b, update_shared_block, methods=["PATCH"]),
         Route(b, delete_shared_block, methods=["DELETE"]),
+        Route(f"{b}/agents", block_agents, methods=["GET"]),
         Route(f"{a}/attach/{{block_id}}", attach_block, methods=["PATCH"]),
         Route(f"{a}/detach/{{block_id}}", detach_block, methods=["PATCH"]),
     ]

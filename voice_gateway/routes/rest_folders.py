@@ -11,12 +11,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from memory.files import FolderData
+from memory.files import FolderData, unique_name
 from memory.ingest import UnsupportedFile, file_type
 from memory.models import Conflict
 from voice_gateway.errors import ApiError
 from voice_gateway.file_jobs import FileJobs
 from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
+from voice_gateway.routes import rest_open_files
 from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
 from voice_gateway.routes.rest_archives import embedding_handle
 
@@ -95,16 +96,6 @@ async def delete_folder(request: Request) -> JSONResponse:
     return JSONResponse(None)
 
 
-def _unique(name: str, taken: dict[str, str]) -> str:
-    if name not in taken:
-        return name
-    path = PurePosixPath(name)
-    n = 1
-    while f"{path.stem}_({n}){path.suffix}" in taken:
-        n += 1
-    return f"{path.stem}_({n}){path.suffix}"
-
-
 async def upload_file(request: Request) -> JSONResponse:
     """Upload one file (multipart field `file`); it is processed in the background: poll
     `processing_status`. Over the size limit: 413; an unknown type: 415."""
@@ -138,7 +129,7 @@ async def upload_file(request: Request) -> JSONResponse:
         if mode == "replace":
             await _delete_file(request, taken.pop(name), folder.id)
         else:
-            name = _unique(name, taken)
+            name = unique_name(name, taken)
     record = await gw.memory.files.add(folder, name, kind, len(data))
     worker = jobs(request)
     await worker.recover()  # uploads a stopped gateway left unfinished: "error"
@@ -231,4 +222,5 @@ def routes() -> list[BaseRoute]:
         Route(ag, agent_folders, methods=["GET"]),
         Route(f"{ag}/attach/{{folder_id}}", attach_folder, methods=["PATCH"]),
         Route(f"{ag}/detach/{{folder_id}}", detach_folder, methods=["PATCH"]),
+        *rest_open_files.routes(),  # the agent's files, open or closed
     ]

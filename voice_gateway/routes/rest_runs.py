@@ -21,6 +21,7 @@ from memory.orm import Run, Step, new_id
 from memory.runs import ACTIVE, RunData, StepData
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta_runs import (
+    CALLBACK_KEY,
     AsyncMessagesRequest,
     CancelRequest,
     FeedbackRequest,
@@ -39,6 +40,7 @@ from voice_gateway.routes.rest_messages import (
     sse_frames,
 )
 from voice_gateway.routes.rest_messages import turn_input as message_turn
+from voice_gateway.run_callbacks import callbacks_of
 from voice_gateway.run_mirror import ORPHANED, mirror_of
 from voice_gateway.runs import ActiveRun, runs_of
 
@@ -242,7 +244,10 @@ async def start_async(gw: Any, agent: Any, body: AsyncMessagesRequest) -> Active
     if mirror is not None:  # re-attachable on any gateway: voice_gateway/run_mirror.py
         inp.turn_id = inp.turn_id or new_id("run")
         await mirror.claim(inp.turn_id)
-    active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config)
+    callback = {CALLBACK_KEY: {"url": body.callback_url}} if body.callback_url else None
+    active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config, callback)
+    if body.callback_url:  # POSTed the outcome when the run ends: voice_gateway/run_callbacks.py
+        callbacks_of(gw).watch(active, body.callback_url)
     if mirror is not None:
         mirror.publish(active.run_id, sse_frames(gw, lambda: active.follow(0), True, False))
     return active
