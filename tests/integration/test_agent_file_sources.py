@@ -7,7 +7,6 @@ section is a 422 naming the first problem, and nothing is imported."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -16,11 +15,10 @@ from typing import Any
 import httpx
 import pytest
 from letta_client import Letta
-from sqlalchemy import func, select
 
 from memory.orm import Agent, Block, Passage
 from memory.orm_sources import FileRecord, Folder
-from memory.service import Memory
+from tests.integration.test_agent_files import counts as agent_file_counts
 from tests.integration.test_agent_files import exported, upload
 from tests.support.letta_export import letta_file
 from tests.support.servers import ServerThread
@@ -183,18 +181,7 @@ BAD = {
 
 
 def counts(db_url: str) -> dict[str, int]:
-    async def run() -> dict[str, int]:
-        memory = await Memory.open(db_url, migrate=False)
-        try:
-            async with memory.db.read() as s:
-                return {
-                    t.__tablename__: int(await s.scalar(select(func.count()).select_from(t)) or 0)
-                    for t in (Agent, Block, Folder, FileRecord, Passage)
-                }
-        finally:
-            await memory.close()
-
-    return asyncio.run(run())
+    return agent_file_counts(db_url, (Agent, Block, Folder, FileRecord, Passage))
 
 
 @pytest.mark.parametrize("change", sorted(BAD))

@@ -233,14 +233,18 @@ BAD = {
 }
 
 
-def counts(db_url: str) -> dict[str, int]:
+def counts(
+    db_url: str, tables: tuple[Any, ...] = (Agent, Block, Conversation, Message, Tool)
+) -> dict[str, int]:
+    """Rows per table: a refused import must leave every count as it was."""
+
     async def run() -> dict[str, int]:
         memory = await Memory.open(db_url, migrate=False)
         try:
             async with memory.db.read() as s:
                 return {
                     t.__tablename__: int(await s.scalar(select(func.count()).select_from(t)) or 0)
-                    for t in (Agent, Block, Conversation, Message, Tool)
+                    for t in tables
                 }
         finally:
             await memory.close()
