@@ -6,6 +6,10 @@ canceller and delay: echo return loss enhancement (ERLE) over the second half (a
 convergence), over the first second (before it), and the time per 20 ms frame. Then double
 talk: the caller speaks while the reply plays, with and without an acoustic echo path (a
 handset has none): how much of the caller's own speech survives (dB change, per 0.5 s).
+Then the double-talk guard (voice_gateway/echo/doubletalk.py) on a barge-in 2 s into the
+reply, as on a call: the share of the caller's 20 ms frames the VAD (webrtcvad, mode 3) hears,
+and the dB the barge-in judge reads as removed echo, without and with the guard; and on the
+reply's echo alone, the share of frames taken for double talk and heard as speech.
 Candidates: WebRTC AEC3 via the livekit wheel (voice_gateway/echo/apm.py) and pyaec (speexdsp),
 the latter only if installed (`pip install pyaec`; not a dependency).
 """
@@ -16,6 +20,7 @@ import time
 from typing import Any
 
 import numpy as np
+import webrtcvad
 from _common import emit, parser
 
 from tests.support.speech import speak
@@ -29,9 +34,9 @@ def db(x: np.ndarray) -> float:
     return float(10 * np.log10((x.astype(np.float64) ** 2).mean() + 1))
 
 
-def apm_run(far: np.ndarray, mic: np.ndarray) -> tuple[np.ndarray, float]:
+def apm_run(far: np.ndarray, mic: np.ndarray, guard: bool = True) -> tuple[np.ndarray, float]:
     clock = [0.0]
-    c = ApmCanceller(clock=lambda: clock[0])
+    c = ApmCanceller(clock=lambda: clock[0], guard=guard)
     out = []
     start = time.perf_counter()
     for i in range(0, len(mic) - 319, 320):
@@ -98,7 +103,52 @@ def main() -> None:
             kept = [round(db(out[i : i + 8000]) - db(near[i : i + 8000]), 1) for i in steps]
             key = "echo_path" if coupled else "no_echo_path"
             results["double_talk"].setdefault(name, {})[key] = kept
+    results["double_talk_guard"] = guard_runs(far1, near, rng)
     emit("echo_cancel", results)
+
+
+def guarded(far: np.ndarray, mic: np.ndarray, guard: bool) -> tuple[list[bool], np.ndarray, float]:
+    """Per 20 ms frame: what the VAD heard after cancellation; the output; seconds of the mic
+    taken for double talk."""
+    clock = [0.0]
+    c = ApmCanceller(clock=lambda: clock[0], guard=guard)
+    vad, heard, out = webrtcvad.Vad(3), [], []
+    for i in range(0, len(mic) - 319, 320):
+        c.far(far[i : i + 320].astype("<i2").tobytes())
+        clock[0] += 0.02
+        got = c.near(mic[i : i + 320].astype("<i2").tobytes())
+        heard.append(vad.is_speech(got, 16000))
+        out.append(np.frombuffer(got, "<i2"))
+    return heard, np.concatenate(out).astype(np.float64), c.double_s
+
+
+def guard_runs(reply1: np.ndarray, near: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+    """A caller 2 s into a ~9 s reply, without and with the guard; then the echo alone."""
+    reply = np.concatenate([reply1, reply1, np.zeros(16000)])
+    caller = np.zeros(len(reply))
+    caller[32000 : 32000 + len(near)] = near
+    said = [i for i in range(len(reply) // 320) if db(caller[i * 320 : i * 320 + 320]) > 50]
+    span = slice(said[0] * 320, said[-1] * 320 + 320)
+    lines = {"no_echo_path": rng.normal(0, 10, len(reply)), "echo_80ms": echo_path(reply, 80, rng)}
+    out: dict[str, Any] = {"barge_in": {}, "echo_alone": {}}
+    for name, line in lines.items():
+        mic = np.clip(line + caller, -32768, 32767).astype(np.int16)
+        for guard in (False, True):
+            heard, got, _ = guarded(reply, mic, guard)
+            out["barge_in"].setdefault(name, {})["guard" if guard else "no_guard"] = {
+                "caller_frames_heard": round(float(np.mean([heard[i] for i in said])), 2),
+                "removed_db": round(db(mic[span]) - db(got[span]), 1),
+            }
+    reply_s = len(reply1) * 2 / 16000
+    for delay in (40, 80, 150, 300):
+        mic = np.clip(echo_path(reply, delay, rng), -32768, 32767).astype(np.int16)
+        off, on = guarded(reply, mic, False), guarded(reply, mic, True)
+        out["echo_alone"][f"{delay}ms"] = {
+            "double_talk_share": round(on[2] / reply_s, 3),
+            "frames_heard_no_guard": round(float(np.mean(off[0])), 3),
+            "frames_heard_guard": round(float(np.mean(on[0])), 3),
+        }
+    return out
 
 
 if __name__ == "__main__":

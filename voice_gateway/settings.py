@@ -92,10 +92,7 @@ class Settings(BaseSettings):
     )
     barge_in_check_ms: int = Field(360, ge=100, le=2000)  # speech transcribed before cancelling
     barge_in_max_ms: int = Field(1000, ge=200, le=5000)  # speech this long always cancels
-    # auto: on for phone calls. Default off for now: while AEC3 adapts on a call's first reply
-    # it can hide a caller talking over it from the VAD (the phone barge-in test flaked with
-    # auto); per call `echo_cancellation` (session.start / Twilio parameter) still turns it on
-    echo_cancellation: Literal["auto", "on", "off"] = "off"
+    echo_cancellation: Literal["auto", "on", "off"] = "auto"  # auto: on for phone calls
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
     stt_threads: int = 2

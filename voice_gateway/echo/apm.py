@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from voice_gateway.echo.base import EchoCanceller
+from voice_gateway.echo.doubletalk import DoubleTalk
 
 RATE = 16000
 TEN_MS = RATE // 100 * 2  # bytes of one 10 ms frame
@@ -21,13 +22,14 @@ class ApmCanceller(EchoCanceller):
     caller plays it (sent audio queues up behind what is still playing), and a microphone
     frame is paired with the reference due at its arrival. Reference that fell more than
     STALE_S behind (a client that sends no audio while it listens) is dropped, so an old
-    reply is never taken for the far end of new speech."""
+    reply is never taken for the far end of new speech. A frame louder than the reply's echo
+    can be (echo/doubletalk.py) is returned as it is: AEC3 would suppress the caller in it."""
 
     name = "webrtc-aec3"
     STALE_S = 0.5
     TAIL_S = 0.6  # the longest echo path served: after that, nothing played can come back
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, guard: bool = True) -> None:
         from livekit import rtc
 
         self._rtc = rtc
@@ -45,6 +47,8 @@ class ApmCanceller(EchoCanceller):
         self._last_ref = -1e9  # when reference audio was last due
         self._in_energy = self._out_energy = 0.0
         self.cancelled_s = 0.0  # microphone audio processed against real reference
+        self.double_talk = DoubleTalk(int(self.TAIL_S * 100)) if guard else None
+        self.double_s = 0.0  # of it, double talk: the caller over the reply
 
     def _frame(self, pcm: bytes) -> Any:
         return self._rtc.AudioFrame(pcm, RATE, 1, len(pcm) // 2)
@@ -74,7 +78,12 @@ class ApmCanceller(EchoCanceller):
         if self._far and self._far[0][0] <= now:
             self.cancelled_s += 0.01
             self._last_ref = now
-            return self._far.popleft()[1]
+            pcm = self._far.popleft()[1]
+            if self.double_talk is not None:
+                self.double_talk.reference(pcm)
+            return pcm
+        if self.double_talk is not None:
+            self.double_talk.reference(None)
         return self._silence
 
     def near(self, frame: bytes) -> bytes:
@@ -88,6 +97,9 @@ class ApmCanceller(EchoCanceller):
         if now - self._last_ref > self.TAIL_S:
             return frame  # nothing played can echo now: the microphone as it is
         cleaned = bytes(out) + frame[len(out) :]
+        if self.double_talk is not None and self.double_talk.over_echo(frame):
+            self.double_s += len(frame) / (2 * RATE)
+            cleaned = frame  # the caller is in it: nothing of it is taken as echo
         self._in_energy += _energy(frame)
         self._out_energy += _energy(cleaned)
         return cleaned
