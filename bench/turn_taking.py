@@ -11,7 +11,12 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
 - text: the speculative transcript alone (whisper tiny.en of the utterance so far, started
   60 ms into the pause, arriving after its measured decode time);
 - smart_text_<thr>_<wait>: both (endpoint/smart.py `combine`), the voice's "done" waiting up to
-  <wait> ms for the transcript's veto.
+  <wait> ms for the transcript's veto;
+- fade_<db>: the voice's final fade alone (endpoint/prosody.py): done at 200 ms when the last
+  110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
+- smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
+  fade (with and without the transcript).
+Model scores and whisper decodes are cached within the run (the policies share them).
 A cut-off: the turn ended before the end of the utterance. Delay: end of the last sound of a
 finished clip -> the frame that ended the turn (the model's inference time is counted as one
 20 ms frame; ~35 ms measured). Prints the curve as JSON (bench/results/turn_taking.json).
@@ -20,15 +25,17 @@ finished clip -> the frame that ended the turn (the model's inference time is co
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from _common import emit, parser, summary
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
-from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
+from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
+from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
 from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
@@ -39,12 +46,39 @@ PAUSES_MS = (300, 500, 800, 1200, 1500)
 
 
 class InlineModel(SmartTurnModel):
-    """The real model, run inline (the benchmark's clock is the frame timeline)."""
+    """The real model, run inline (the benchmark's clock is the frame timeline); a score is
+    computed once per distinct input in the run."""
+
+    cache: ClassVar[dict[bytes, float]] = {}
 
     def submit(self, features: np.ndarray) -> Future[float] | None:
         fut: Future[float] = Future()
-        fut.set_result(self._timed(features))
+        key = hashlib.sha1(features.tobytes()).digest()
+        if key not in self.cache:
+            self.cache[key] = self._timed(features)
+        fut.set_result(self.cache[key])
         return fut
+
+
+class FadeOnly(EndOfTurn):
+    """The final fade alone: done at `min_silence_ms` when the voice faded by `fade_db`."""
+
+    name = "fade"
+
+    def __init__(self, fade_db: float) -> None:
+        self.fade_db, self.tail = fade_db, TailEnergy()
+        self.min_silence_ms, self.max_silence_ms = 200, 1600
+
+    def start(self, preroll: list[bytes]) -> None:
+        self.tail.reset()
+        for frame in preroll:
+            self.tail.feed(frame)
+
+    def feed(self, frame: bytes) -> None:
+        self.tail.feed(frame)
+
+    def decide(self) -> Decision:
+        return Ready(Verdict(faded(self.tail.drop_db(), self.fade_db) is True, "prosody"))
 
 
 class TextOnly(EndOfTurn):
@@ -58,8 +92,6 @@ class TextOnly(EndOfTurn):
         self.min_silence_ms, self.max_silence_ms = 200, 1600
 
     def decide(self) -> Any:
-        from voice_gateway.endpoint.base import Decision, Verdict
-
         class _D(Decision):
             text: str | None = None
 
@@ -124,8 +156,10 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         return out
     clk = lambda: clock[0]  # noqa: E731
 
-    def smart(thr: float, use_text: bool, wait: float) -> SmartTurn:
-        return SmartTurn(model, threshold=thr, use_text=use_text, text_wait_ms=wait, clock=clk)
+    def smart(thr: float, use_text: bool, wait: float, fade: float | None = None) -> SmartTurn:
+        return SmartTurn(
+            model, threshold=thr, use_text=use_text, text_wait_ms=wait, fade_db=fade, clock=clk
+        )
 
     for thr in (0.3, 0.5, 0.7, 0.9):
         out[f"smart_audio_{thr}"] = (lambda t=thr: smart(t, False, 0), False)
@@ -133,11 +167,23 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
     for thr in (0.5, 0.7):
         for wait in (0, 250, 500):
             out[f"smart_text_{thr}_{wait}"] = (lambda t=thr, w=wait: smart(t, True, w), True)
+    for db in (-20, -18, -16, -14, -12):
+        out[f"fade_{db}"] = (lambda d=db: FadeOnly(d), False)
+        out[f"smart_fade_0.5_{db}"] = (lambda d=db: smart(0.5, False, 0, d), False)
+    for db in (-16, -14):
+        for wait in (0, 250):
+            out[f"smart_text_fade_0.5_{wait}_{db}"] = (
+                lambda w=wait, d=db: smart(0.5, True, w, d),
+                True,
+            )
     return out
 
 
 def main() -> None:
-    args = parser(__doc__ or "").parse_args()
+    p = parser(__doc__ or "")
+    p.add_argument("--only", default="", help="comma-separated policy-name prefixes to run")
+    args = p.parse_args()
+    only = tuple(x for x in args.only.split(",") if x)
     corpus = clips()
     if not corpus:
         emit("turn_taking", {"skipped": MISSING})
@@ -149,6 +195,8 @@ def main() -> None:
     clock = [0.0]
     results: dict[str, Any] = {"clips": len(corpus), "model": str(path) if path else None}
     for name, (make, needs_text) in policies(model, clock).items():
+        if only and not name.startswith(only):
+            continue
         heard = texts if needs_text else None
         delays: list[float] = []
         early_finished = 0

@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     turn_workers: int = Field(2, ge=1, le=16)  # end-of-turn model threads per process
     turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
     turn_text_wait_ms: int = Field(250, ge=0, le=2000)  # how long "done" waits for the text
+    # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
+    turn_fade_db: float = Field(-14.0, ge=-60.0, le=0.0)
     backchannels: str = (
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
         "all right,uh,um,oh,ah,cool,great,nice,exactly,true"

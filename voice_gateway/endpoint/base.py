@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
-VerdictSource = Literal["silence", "model", "text", "fallback"]
+VerdictSource = Literal["silence", "model", "text", "prosody", "fallback"]
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """Smart Turn v3.2 (BSD-2-Clause, int8 ONNX, 8.7 MB) on onnxruntime, with the speculative
-transcript as a second signal.
+transcript and the voice's final fade (endpoint/prosody.py) as second and third signals.
 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
 of pipecat is imported. Measured on this machine kind (one thread): features ~0.6 ms here
@@ -22,6 +22,7 @@ import numpy as np
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
 from voice_gateway.endpoint.features import IncrementalFeatures
+from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.text import text_complete
 
 log = logging.getLogger(__name__)
@@ -95,11 +96,15 @@ class SmartTurnModel:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def combine(p: float, text: bool | None, threshold: float) -> tuple[bool, str]:
-    """Audio probability + text signal -> (complete, which signal decided)."""
+def combine(
+    p: float, text: bool | None, threshold: float, fade: bool | None = None
+) -> tuple[bool, str]:
+    """Audio probability + text signal + the final fade -> (complete, which signal decided)."""
     if text is False:
         return False, "text"  # the words run on ("my number is five five five")
     if p >= threshold:
+        if fade is False:  # sounds finished to the model, but the voice stopped at full level
+            return False, "prosody"
         return True, "model"
     # a full stop does not overrule a voice that sounds unfinished: on the LibriVox clips
     # whisper wrote most cut-off prefixes as sentences ("He might even have been made amiable.")
@@ -107,8 +112,10 @@ def combine(p: float, text: bool | None, threshold: float) -> tuple[bool, str]:
 
 
 class SmartDecision(Decision):
-    def __init__(self, owner: SmartTurn, future: Future[float], features_ms: float) -> None:
-        self.owner, self.future, self.features_ms = owner, future, features_ms
+    def __init__(
+        self, owner: SmartTurn, future: Future[float], features_ms: float, fade: bool | None
+    ) -> None:
+        self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
         self.started = owner.clock()
         self.text: str | None = None
         self.final: Verdict | None = None  # a fallback or 'complete' stays; 'incomplete' may
@@ -136,9 +143,10 @@ class SmartDecision(Decision):
             self.final = Verdict(None, "fallback", reason="error")
             return self.final
         signal = text_complete(self.text) if (o.use_text and self.text is not None) else None
-        if p >= o.threshold and signal is None and o.use_text and waited_ms < o.text_wait_ms:
-            return None  # a confident voice; give the transcript a moment to veto it
-        complete, source = combine(p, signal, o.threshold)
+        waiting = o.use_text and self.text is None and waited_ms < o.text_wait_ms
+        if p >= o.threshold and self.fade is not False and waiting:
+            return None  # a confident voice; give the transcript (not there yet) time to veto
+        complete, source = combine(p, signal, o.threshold, self.fade)
         model_ms = self.features_ms + (o.model.inference_ms[-1] if o.model.inference_ms else 0.0)
         verdict = Verdict(complete, source, p, self.text, model_ms=model_ms)  # type: ignore[arg-type]
         if complete:
@@ -149,7 +157,8 @@ class SmartDecision(Decision):
 class SmartTurn(EndOfTurn):
     """Per call: the utterance's features kept up to date frame by frame, one model run per
     pause. `use_text`: combine with the speculative transcript; `text_wait_ms`: how long a
-    'complete' from the voice waits for the transcript's veto."""
+    'complete' from the voice waits for the transcript's veto; `fade_db`: a 'complete' also
+    needs the voice to have faded this far at its last sound (None: not asked)."""
 
     name = "smart"
 
@@ -163,22 +172,28 @@ class SmartTurn(EndOfTurn):
         budget_ms: float = 300.0,
         use_text: bool = True,
         text_wait_ms: float = 0.0,
+        fade_db: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.clock = model, clock
         self.min_silence_ms, self.max_silence_ms = min_silence_ms, max_silence_ms
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
+        self.fade_db = fade_db
         self.features = IncrementalFeatures()
+        self.tail = TailEnergy()
         self.broken = False  # a failed inference: this call uses the silence rule
 
     def start(self, preroll: list[bytes]) -> None:
         self.features.reset()
+        self.tail.reset()
         for frame in preroll:
-            self.features.append(frame)
+            self.feed(frame)
 
     def feed(self, frame: bytes) -> None:
         self.features.append(frame)
+        if self.fade_db is not None:
+            self.tail.feed(frame)
 
     def decide(self) -> Decision:
         if self.broken:
@@ -186,6 +201,7 @@ class SmartTurn(EndOfTurn):
         started = time.perf_counter()
         try:
             features = self.features.features()
+            fade = None if self.fade_db is None else faded(self.tail.drop_db(), self.fade_db)
             future = self.model.submit(features)
         except Exception as exc:
             log.warning("end-of-turn features failed: %s", exc)
@@ -193,7 +209,7 @@ class SmartTurn(EndOfTurn):
             return Ready(Verdict(None, "fallback", reason="error"))
         if future is None:
             return Ready(Verdict(None, "fallback", reason="busy"))
-        return SmartDecision(self, future, (time.perf_counter() - started) * 1000)
+        return SmartDecision(self, future, (time.perf_counter() - started) * 1000, fade)
 
 
 def load_model(workers: int) -> SmartTurnModel | None:

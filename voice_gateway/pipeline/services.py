@@ -94,6 +94,7 @@ class VoiceServices:
             threshold=s.turn_threshold,
             budget_ms=s.turn_budget_ms,
             text_wait_ms=s.turn_text_wait_ms,
+            fade_db=s.turn_fade_db or None,
         )
 
     @classmethod

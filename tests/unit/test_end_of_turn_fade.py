@@ -1,0 +1,103 @@
+"""endpoint/prosody.py, the voice's final fade, and how SmartTurn combines it with the model
+and the transcript (the detector timeline of test_end_of_turn.py: EnergyVAD, 20 ms frames)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tests.unit.test_end_of_turn import Scripted, feed_wall, smart, stop_of
+from tests.unit.test_turn import QUIET
+from voice_gateway.endpoint.prosody import TailEnergy, faded
+from voice_gateway.endpoint.smart import combine
+from voice_gateway.pipeline.turn import SpeechStopped
+
+
+def level(amplitude: float) -> bytes:
+    """20 ms of a 200 Hz tone at `amplitude` (of full scale)."""
+    t = np.arange(320) / 16000
+    return (np.sin(2 * np.pi * 200 * t) * amplitude * 32767).astype("<i2").tobytes()
+
+
+STEADY = level(0.3)
+FADE = [level(0.3 * 10 ** (-k / 20)) for k in range(2, 40, 4)]  # 200 ms down to about -38 dB
+
+
+def tail_of(frames: list[bytes]) -> float | None:
+    tail = TailEnergy()
+    for f in frames:
+        tail.feed(f)
+    return tail.drop_db()
+
+
+def test_a_voice_stopping_at_full_level_has_not_faded() -> None:
+    drop = tail_of([QUIET] * 5 + [STEADY] * 40 + [QUIET] * 3)
+    assert drop is not None and drop > -3
+    assert faded(drop, -14) is False
+
+
+def test_a_voice_fading_out_has_faded() -> None:
+    drop = tail_of([QUIET] * 5 + [STEADY] * 40 + FADE + [QUIET] * 3)
+    assert drop is not None and drop < -14
+    assert faded(drop, -14) is True
+
+
+def test_too_little_sound_gives_no_measure() -> None:
+    assert tail_of([STEADY] * 3) is None
+    assert faded(None, -14) is None
+
+
+def test_only_the_last_four_seconds_count() -> None:
+    tail = TailEnergy()
+    for _ in range(500):  # 10 s
+        tail.feed(STEADY)
+    assert len(tail.levels) == 400
+
+
+@pytest.mark.parametrize(
+    ("p", "text", "fade", "expected"),
+    [
+        (0.9, None, True, (True, "model")),
+        (0.9, None, None, (True, "model")),
+        (0.9, None, False, (False, "prosody")),
+        (0.9, False, True, (False, "text")),
+        (0.2, None, True, (False, "model")),
+    ],
+)
+def test_combine(p: float, text: bool | None, fade: bool | None, expected: object) -> None:
+    assert combine(p, text, 0.5, fade) == expected
+
+
+def test_a_confident_model_waits_when_the_voice_did_not_fade() -> None:
+    det = smart(Scripted(0.9), use_text=False, fade_db=-14.0)
+    _, ev = stop_of(feed_wall(det, [(STEADY, 30), (QUIET, 70)]))
+    assert ev.end_of_turn_ms == 1000 and ev.verdict is not None
+    assert ev.verdict.complete is False and ev.verdict.source == "prosody"
+
+
+def test_a_confident_model_and_a_faded_voice_end_the_turn_early() -> None:
+    det = smart(Scripted(0.9), use_text=False, fade_db=-14.0)
+    pattern = [(STEADY, 30)] + [(f, 1) for f in FADE] + [(QUIET, 60)]
+    _, ev = stop_of(feed_wall(det, pattern))
+    assert ev.verdict is not None and ev.verdict.complete and ev.verdict.source == "model"
+    assert 200 <= ev.end_of_turn_ms <= 300
+
+
+def test_a_transcript_that_arrived_is_not_waited_for_again() -> None:
+    """The text wait is for a transcript still being decoded: one that arrived and does not
+    veto ('Go forward 10 meters': neither a sentence nor a run-on) ends the turn at once."""
+    det = smart(Scripted(0.9), text_wait_ms=600)
+    out = []
+    for _ in range(30):
+        out += det.feed(STEADY)
+    pause = det.pauses + 1
+    for i in range(70):
+        out += det.feed(QUIET)
+        if i == 4:
+            det.give_text(pause, "Go forward 10 meters")
+        time.sleep(0.02)
+    stop = next(e for e in out if isinstance(e, SpeechStopped))
+    assert stop.verdict is not None and stop.verdict.complete
+    assert stop.end_of_turn_ms <= 300

@@ -1,0 +1,62 @@
+"""A prosodic signal of a finished utterance: how far the voice has faded at its last sound.
+
+Speakers lower their intensity toward the end of a turn (turn-final lowering), while a word
+followed by more speech keeps its level. `TailEnergy` keeps the level of each 10 ms of the
+last 4 s as frames arrive (~5 µs per 20 ms frame); `drop_db()` at a pause is the mean level of
+the last 110 ms up to the last sound (within 30 dB of the loudest 10 ms) minus the 90th
+percentile of the sounding part: about -18 dB after the finished recordings of
+bench/turn_taking.py, about -12 dB at their mid-utterance pauses (measured there, where the
+pauses are spliced into running speech: see docs/operations.md "Turn-taking" for what that
+does and does not show). One threshold (`fade_db`) turns it into a vote."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+SUB = 160  # 10 ms at 16 kHz
+KEEP = 400  # 4 s of 10 ms levels
+RANGE_DB = 30.0  # "sound": within this of the loudest 10 ms
+TAIL = 11  # 110 ms averaged at the end
+_FLOOR = 1e-10
+
+
+class TailEnergy:
+    """Per-utterance levels; `feed` PCM16 frames (any multiple of 10 ms)."""
+
+    def __init__(self) -> None:
+        self.levels: deque[float] = deque(maxlen=KEEP)
+
+    def reset(self) -> None:
+        self.levels.clear()
+
+    def feed(self, pcm16: bytes) -> None:
+        x = np.frombuffer(pcm16, dtype="<i2")
+        n = len(x) // SUB
+        if n == 0:
+            return
+        sub = x[: n * SUB].reshape(n, SUB).astype(np.float64) / 32768.0
+        power = (sub**2).mean(axis=1)
+        self.levels.extend((10.0 * np.log10(power + _FLOOR)).tolist())
+
+    def drop_db(self) -> float | None:
+        """The last sound's level relative to the utterance (dB, <= 0 mostly); None with
+        too little sound to tell."""
+        if len(self.levels) < TAIL:
+            return None
+        en = np.fromiter(self.levels, dtype=np.float64, count=len(self.levels))
+        loud = np.flatnonzero(en > en.max() - RANGE_DB)
+        if len(loud) < TAIL:
+            return None
+        last = int(loud[-1])
+        tail = float(en[max(0, last - TAIL + 1) : last + 1].mean())
+        return tail - float(np.percentile(en[loud], 90))
+
+
+def faded(drop_db: float | None, fade_db: float) -> bool | None:
+    """True: the voice faded out (a turn-final sound); False: it stopped at full level;
+    None: no measure."""
+    if drop_db is None:
+        return None
+    return drop_db <= fade_db
