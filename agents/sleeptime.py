@@ -177,9 +177,10 @@ class SleeptimeAgent:
         events left for `handle`, in order: one that makes a rewrite due and every later one
         of the same agent and caller. Events already applied are skipped, as `handle` would.
 
-        The in-process transcript bus runs this on the gateway's event loop for every turn:
-        one ORM transaction per turn cost the voice bench's gateway ~2 ms of main-thread CPU
-        per turn (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
+        The in-process transcript bus runs this on the gateway's event loop: with a `handle`
+        transaction per turn the bus cost the voice bench's gateway ~4 ms of main-thread CPU
+        per turn, with this ~1 ms at 100 calls and less the more turns a drain takes (issue
+        20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
         if not events:
             return []
         left: list[TranscriptEvent] = []
