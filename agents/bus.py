@@ -38,7 +38,13 @@ class OutboxPublisher:
 
     `epoch` names the sink's current incarnation (Redis's run id). When it changes, Redis
     restarted and may have lost entries that were published but not yet read, so rows sent
-    within `resend_horizon_s` whose events no worker has recorded go out again."""
+    within `resend_horizon_s` whose events no worker has recorded go out again.
+
+    Drains are at least `min_interval_s` apart: a turn ending right after a drain waits for
+    the next one (at most that long), so under load one drain (one read, the sink, one write)
+    takes every turn that ended meanwhile instead of one each; an idle bus publishes at once.
+    At 100 calls with a turn every 3 s that is ~4 turns a drain, at 500 ~17 (issue 20:
+    docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
 
     def __init__(
         self,
@@ -46,6 +52,7 @@ class OutboxPublisher:
         sink: Sink,
         *,
         poll_s: float = 1.0,
+        min_interval_s: float = 0.1,
         batch: int = 200,
         epoch: Epoch | None = None,
         resend_horizon_s: float = 3600.0,
@@ -53,6 +60,8 @@ class OutboxPublisher:
         self.memory = memory
         self.sink = sink
         self.poll_s = poll_s
+        self.min_interval_s = min_interval_s
+        self._drained_at = -min_interval_s
         self.batch = batch
         self.epoch = epoch
         self.resend_horizon_s = resend_horizon_s
@@ -93,8 +102,12 @@ class OutboxPublisher:
     async def run(self) -> None:
         backoff = 0.2
         while True:
+            gap = self._drained_at + self.min_interval_s - time.monotonic()
+            if gap > 0:
+                await asyncio.sleep(gap)
             try:
                 await self.check_epoch(force=not self.healthy)
+                self._drained_at = time.monotonic()
                 while await self.drain_once() >= self.batch:
                     pass
                 if not self.healthy:

@@ -148,6 +148,7 @@ def _child(
     reuse_port: bool = False,
 ) -> None:
     import logging
+    import os
 
     import uvicorn
 
@@ -179,6 +180,7 @@ def _child(
         lifespan="on",
     )
     server = uvicorn.Server(config)
+    profile = Profiling(log_name)
 
     def commands() -> None:
         while True:
@@ -189,9 +191,11 @@ def _child(
             if cmd == "stats":
                 conn.send(stats.snapshot())
             elif cmd == "cpu":
+                profile.stop()
                 conn.send(stats.cpu())
             elif cmd == "reset":
                 stats.clear()
+                profile.start()
                 conn.send("ok")
             else:
                 server.should_exit = True
@@ -213,6 +217,10 @@ def _child(
         import gc
 
         stats.startup_objects = gc.get_freeze_count()  # the app froze its start-up objects
+        profile.loop = asyncio.get_running_loop()
+        if os.environ.get("VG_BENCH_NO_BUS"):  # what the transcript bus costs: stop it
+            for task in app.state.gw.extras["bus"].tasks:
+                task.cancel()
         lag = asyncio.create_task(watch_lag(stats))
         threading.Thread(target=commands, daemon=True).start()
         conn.send("ready")
@@ -221,6 +229,43 @@ def _child(
 
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         runner.run(main())
+
+
+class Profiling:
+    """cProfile of the gateway's main thread over each measured window (from `reset` to `cpu`),
+    when VG_BENCH_PROFILE names a folder: one `<log_name>.<n>.prof` per window (read them with
+    `python -m pstats`). cProfile slows the code it measures: for where the time goes, not
+    for the CPU figures of the same run."""
+
+    def __init__(self, log_name: str) -> None:
+        import os
+
+        self.folder = os.environ.get("VG_BENCH_PROFILE", "")
+        self.name, self.n = log_name, 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.prof: Any = None
+
+    def start(self) -> None:
+        if self.folder and self.loop is not None and self.prof is None:
+            import cProfile
+
+            self.prof = cProfile.Profile()
+            self.loop.call_soon_threadsafe(self.prof.enable)  # it profiles the main thread
+
+    def stop(self) -> None:
+        prof, self.prof = self.prof, None
+        if prof is None or self.loop is None:
+            return
+        done = threading.Event()
+
+        def disable() -> None:
+            prof.disable()
+            done.set()
+
+        self.loop.call_soon_threadsafe(disable)
+        done.wait(10)
+        self.n += 1
+        prof.dump_stats(f"{self.folder}/{self.name}.{self.n}.prof")
 
 
 @dataclass

@@ -52,10 +52,18 @@ class BusRuntime:
 
 
 def in_process_sink(agent: SleeptimeAgent, attempts: int) -> Sink:
-    """Without Redis: apply each turn right here, in outbox order. A turn that keeps failing
-    is given up after `attempts` tries (logged), so it cannot stall the turns behind it."""
+    """Without Redis: apply each turn right here, in outbox order (per agent and caller). The
+    turns that make no rewrite due are recorded in one transaction per drain
+    (`SleeptimeAgent.note_pending`); a turn that keeps failing is given up after `attempts`
+    tries (logged), so it cannot stall the turns behind it."""
 
     async def apply(events: list[TranscriptEvent]) -> None:
+        try:  # the turns that make no rewrite due: all in one transaction
+            events = await agent.note_pending(events)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # rolled back: each event on its own, with its retries
+            log.warning("sleeptime: batch of %d events failed (%r)", len(events), exc)
         for event in events:
             for attempt in range(1, attempts + 1):
                 try:

@@ -28,6 +28,7 @@ from voice_gateway.protocol.uvicorn_ws import FastWebSocketProtocol, ws_protocol
 
 MAX_SIZE = 70_000  # the servers' ws_max_size (uvicorn's default is 16 MiB)
 MAX_QUEUE = 32
+BURST = [0, 1, 125, 126, 127, 65535, 65536, 100_000]  # around each payload length encoding
 GATE = threading.Event()  # the /slow app reads nothing until it is set
 DISCONNECTS: dict[str, int] = {}  # ?id= of a connection -> the code its app saw
 
@@ -52,6 +53,12 @@ async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         text = msg.get("text")
         if text is not None and text.startswith("close:"):
             await send({"type": "websocket.close", "code": int(text[6:]), "reason": "bye"})
+            continue
+        if text == "burst":  # messages in one go (one write on the fast path), then a close
+            for n in BURST:
+                await send({"type": "websocket.send", "bytes": bytes([n % 251]) * n})
+            await send({"type": "websocket.send", "text": "done é"})
+            await send({"type": "websocket.close", "code": 4001, "reason": "after"})
             continue
         await send({"type": "websocket.send", "text": text, "bytes": msg.get("bytes")})
 
@@ -256,6 +263,19 @@ def test_server_closes(server: ServerThread) -> None:
         rcvd, sent = ws.protocol.close_rcvd, ws.protocol.close_sent
         assert rcvd is not None and (rcvd.code, rcvd.reason) == (4000, "bye")
         assert sent is not None and sent.code == 4000  # the client's echo completed it
+
+
+def test_a_burst_of_sends_arrives_in_order_before_the_close(server: ServerThread) -> None:
+    """What the app sends in one go leaves as separate frames, in order, every payload length
+    encoding, and the close the app sends after them comes after them."""
+    with client(server) as ws:
+        ws.send("burst")
+        got = [ws.recv(timeout=5) for _ in range(len(BURST) + 1)]
+        assert got == [bytes([n % 251]) * n for n in BURST] + ["done é"]
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        rcvd = ws.protocol.close_rcvd
+        assert rcvd is not None and (rcvd.code, rcvd.reason) == (4001, "after")
 
 
 def test_frames_before_the_101(server: ServerThread) -> None:

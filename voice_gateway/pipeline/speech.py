@@ -16,6 +16,10 @@ log = logging.getLogger(__name__)
 
 FRAME_MS = 20
 MAX_LEAD_MS = 240  # how far audio may run ahead of real time (the client's jitter buffer)
+# Past the lead, wait until it is down by REFILL_MS, then send that much at once: the frames
+# leave in one socket write (protocol/uvicorn_ws.py) and one timer wake-up instead of one of
+# each per 20 ms frame (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20).
+REFILL_MS = 100
 
 SendAudio = Callable[[bytes], Awaitable[None]]
 
@@ -139,7 +143,7 @@ class Speaker:
                 elapsed_ms = self.sent_ms
             lead = self.sent_ms - elapsed_ms
             if lead > MAX_LEAD_MS:
-                await asyncio.sleep((lead - MAX_LEAD_MS) / 1000)
+                await asyncio.sleep((lead - MAX_LEAD_MS + REFILL_MS) / 1000)
             frame = audio[i : i + fb]
             if self._current is not None and self._current.sent_at is None:
                 self._current.sent_at = time.monotonic()
