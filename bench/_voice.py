@@ -146,10 +146,12 @@ def _child(
     ws_impl: str,
     log_name: str,
     reuse_port: bool = False,
+    cpu_split: bool = False,
 ) -> None:
     import logging
     import os
 
+    import _cpu_split
     import uvicorn
 
     from tests.support.gateway import make_settings
@@ -160,7 +162,10 @@ def _child(
     from voice_gateway.app import create_app
 
     register_instant()
+    if cpu_split:  # bench/_cpu_split.py: CPU by STT, turn detection and the rest
+        _cpu_split.install()
     stats = FrameStats()
+    split_base: dict[str, Any] = {}
     if do_instrument:
         instrument(stats)
     settings = make_settings(overrides.pop("database_url"), **overrides)
@@ -192,9 +197,14 @@ def _child(
                 conn.send(stats.snapshot())
             elif cmd == "cpu":
                 profile.stop()
-                conn.send(stats.cpu())
+                cpu = stats.cpu()
+                if cpu_split:  # the split of the same window (since the last reset)
+                    cpu["split"] = _cpu_split.delta(split_base, _cpu_split.snapshot())
+                conn.send(cpu)
             elif cmd == "reset":
                 stats.clear()
+                if cpu_split:
+                    split_base.update(_cpu_split.snapshot())
                 profile.start()
                 conn.send("ok")
             else:
@@ -323,11 +333,13 @@ def start_gateway(
     log_name: str = "gateway",
     timeout_s: float = 180.0,
     port: int | None = None,
+    cpu_split: bool = False,
     **settings: Any,
 ) -> GatewayProcess:
     """The gateway in a child process. `llm`: InstantLLM arguments (injected for `openai/*`
     agents); None: agents use the configured OpenAI-compatible endpoint. With `port` given the
-    process binds it with SO_REUSEPORT: one worker of several (bench/_capacity.py)."""
+    process binds it with SO_REUSEPORT: one worker of several (bench/_capacity.py). `cpu_split`:
+    the process's CPU is attributed to STT, turn detection and the rest (bench/_cpu_split.py)."""
     from tests.support.servers import free_port
 
     settings = {"voice": True, "database_url": database_url, **settings}
@@ -337,7 +349,7 @@ def start_gateway(
     port = port or free_port()
     proc = ctx.Process(
         target=_child,
-        args=(child, port, settings, llm, instrument_frames, ws_impl, log_name, reuse),
+        args=(child, port, settings, llm, instrument_frames, ws_impl, log_name, reuse, cpu_split),
         daemon=True,
     )
     proc.start()

@@ -95,8 +95,10 @@ def run_level(
     client: str = "raw",
     callers: list[str | None] | None = None,
     deadline_s: float = REPLY_DEADLINE_S,
+    endpoint_delay_ms: float | None = None,
 ) -> dict[str, Any]:
-    """`agents[i]` is call i's agent; `callers[i]` its caller key (None: no caller)."""
+    """`agents[i]` is call i's agent; `callers[i]` its caller key (None: no caller);
+    `endpoint_delay_ms`: taken off reply latency instead of the pattern's (offline) one."""
     ctx = mp.get_context("spawn")
     rnd = random.Random(n)
     n_frames = len(pattern.frames)
@@ -140,7 +142,7 @@ def run_level(
         server,
         results,
         (load_before, os.getloadavg()[0]),
-        pattern.endpoint_delay_ms,
+        pattern.endpoint_delay_ms if endpoint_delay_ms is None else endpoint_delay_ms,
         deadline_s,
     )
     level["offered"] = overload_figures(results, n)

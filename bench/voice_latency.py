@@ -7,10 +7,15 @@ The gateway runs in its own process; one caller streams espeak-ng sentences in r
 - voice_to_voice (gateway, turn.metrics): end of the caller's speech (VAD) -> first reply
   audio frame sent; with its parts endpointing_ms (the 400 ms silence with --turn-detection
   vad, the default; the model's verdict with smart), stt_ms (after the end of turn: ~0 when
-  the speculative transcript of the pause is used), llm_ttft_ms, tts_ttfb_ms;
+  the speculative transcript of the pause is used), llm_ttft_ms, tts_ttfb_ms; and
+  after_endpoint_ms = voice_to_voice minus endpointing: what the gateway adds after the turn
+  ended (the silence rule's 400 ms is a floor no reply can beat);
 - client_voice_to_voice: the last frame with sound in it was sent -> the first reply audio
   frame was received (what a caller would measure);
-- the 300 ms run minus the 0 ms run (p50) shows what the model's latency adds.
+- the 300 ms run minus the 0 ms run (p50) shows what the model's latency adds;
+- `words_20ms`: a 0 ms model that streams its words 20 ms apart (~65 tokens/s, a fast hosted
+  model) and starts with a long sentence: the first audio waits for the first speakable chunk
+  (pipeline/sentences.py cuts the first sentence at its first clause past 4 words).
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ SENTENCES = [
     "Please tell me a little bit about the weather today.",
     "Do you remember which tea I liked last week?",
 ]
+REPLY = "Sure. Here is what I found for you."
+LONG_FIRST = "Sure, I can check that for you, and the library opens at nine tomorrow morning."
+# (result key, time to first token, reply, delay between streamed words)
+CASES = (
+    ("ttft_0ms", 0.0, REPLY, 0.0),
+    ("ttft_300ms", 0.3, REPLY, 0.0),
+    ("words_20ms", 0.0, LONG_FIRST, 0.02),
+)
 PARTS = ("endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voice_ms")
 
 
@@ -62,6 +75,11 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
     await c.send({"type": "session.end"})
     await c.wait_closed()
     out: dict[str, Any] = {p: summary(v) for p, v in parts.items()}
+    # what the gateway adds after the end of turn (the endpointing silence taken off)
+    after = [
+        v - e for v, e in zip(parts["voice_to_voice_ms"], parts["endpointing_ms"], strict=True)
+    ]
+    out["after_endpoint_ms"] = summary(after)
     out["client_voice_to_voice"] = summary(client)
     return out
 
@@ -75,9 +93,9 @@ def main() -> None:
     llm_srv = ServerThread(llm.app).start()
     results: dict[str, Any] = {}
     try:
-        for ttft in (0.0, 0.3):
-            llm.responder = lambda body, t=ttft: Reply(  # type: ignore[misc]
-                text="Sure. Here is what I found for you.", ttft_s=t
+        for key, ttft, text, delay in CASES:
+            llm.responder = lambda body, t=ttft, x=text, d=delay: Reply(  # type: ignore[misc]
+                text=x, ttft_s=t, chunk_delay_s=d
             )
             with tempfile.TemporaryDirectory() as tmp:
                 gw = start_gateway(
@@ -91,7 +109,7 @@ def main() -> None:
                 try:
                     agent = gw.agent(model="openai/fake")
                     url = f"{gw.ws_url}/v1/agents/{agent}/voice"
-                    results[f"ttft_{int(ttft * 1000)}ms"] = asyncio.run(run(url, turns, warmup))
+                    results[key] = asyncio.run(run(url, turns, warmup))
                 finally:
                     gw.stop()
     finally:
@@ -99,6 +117,16 @@ def main() -> None:
     fast, slow = results["ttft_0ms"], results["ttft_300ms"]
     added = slow["voice_to_voice_ms"]["p50_ms"] - fast["voice_to_voice_ms"]["p50_ms"]
     results["ttft_300ms_adds_p50_ms"] = round(float(added), 1)
+    streamed = results["words_20ms"]["voice_to_voice_ms"]["p50_ms"]
+    results["words_20ms_adds_p50_ms"] = round(
+        float(streamed - fast["voice_to_voice_ms"]["p50_ms"]), 1
+    )
+    after = fast["after_endpoint_ms"].get("p50_ms", float("inf"))
+    results["pass_rule"] = (
+        "0 ms model: after_endpoint p50 < 15 ms; the 300 ms model adds < 310 ms; the streamed "
+        "reply adds < 160 ms (its first clause, 7 words at 20 ms, plus 20 ms)"
+    )
+    results["passed"] = bool(after < 15 and added < 310 and results["words_20ms_adds_p50_ms"] < 160)
     name = "voice_latency" if args.turn_detection == "vad" else "voice_latency_smart"
     extra = {"turn_detection": args.turn_detection}
     emit(name, {"turns": turns, "quick": args.quick, **extra, **results, **load()})
