@@ -20,10 +20,6 @@ MAX_LEAD_MS = 240  # how far audio may run ahead of real time (the client's jitt
 # leave in one socket write (protocol/uvicorn_ws.py) and one timer wake-up instead of one of
 # each per 20 ms frame (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20).
 REFILL_MS = 100
-# how long a reply holds back the rest of its turn (the LLM stream, text events, the step's
-# write) for its first audio: a local voice (espeak-ng) needs well under 1 ms of synthesis,
-# but its buffers reach the event loop only when the loop is idle and the GIL free
-FIRST_AUDIO_WAIT_S = 0.1
 
 SendAudio = Callable[[bytes], Awaitable[None]]
 
@@ -64,7 +60,6 @@ class Speaker:
     _closed: bool = False
     _clock_start: float | None = None
     _current: Segment | None = None
-    _started: asyncio.Event = field(default_factory=asyncio.Event)  # first audio, or no hope
 
     def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
         """Queue text for TTS; after a TTS failure in this reply, further text stays unspoken
@@ -92,34 +87,16 @@ class Speaker:
     def frame_bytes(self) -> int:
         return self.rate * FRAME_MS // 1000 * 2
 
-    async def first_audio(self, timeout_s: float = FIRST_AUDIO_WAIT_S) -> None:
-        """Wait (at most `timeout_s`) until the first audio frame is sent, or the speaker has
-        nothing left to say (its text failed or was empty). The reply calls this after its
-        first sentence: until that audio is out, anything else the turn does on the event
-        loop (or holding the GIL) delays it, and the rest of the reply is not needed yet."""
-        if self._started.is_set():
-            return
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._started.wait()
-        except TimeoutError:
-            return
-
     async def run(self) -> None:
-        try:
-            while True:
-                if not self._jobs:
-                    if self._closed:
-                        return
-                    self._wake.clear()
-                    await self._wake.wait()
-                    continue
-                job = self._jobs.popleft()
-                await self._speak(job)
-                if self.first_audio_at is None:
-                    self._started.set()  # it said nothing (failed, or no audio): no wait
-        finally:
-            self._started.set()
+        while True:
+            if not self._jobs:
+                if self._closed:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            job = self._jobs.popleft()
+            await self._speak(job)
 
     async def _speak(self, job: _Job) -> None:
         seg = self._current = job.segment
@@ -160,7 +137,6 @@ class Speaker:
                 self.first_audio_at = now
                 if self.on_first_audio is not None:
                     await self.on_first_audio()
-                self._started.set()
             elapsed_ms = (now - self._clock_start) * 1000
             if self.sent_ms < elapsed_ms:  # underrun: the client has played everything
                 self._clock_start = now - self.sent_ms / 1000
