@@ -29,7 +29,7 @@ from voice_gateway.auth import Auth
 from voice_gateway.capacity import Capacity
 from voice_gateway.errors import EXCEPTION_HANDLERS
 from voice_gateway.gateway import Gateway
-from voice_gateway.limits import Admission, BodyLimit
+from voice_gateway.limits import Admission, BodyLimit, ControlCharPath
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
@@ -201,6 +201,7 @@ def middleware(settings: Settings) -> list[Middleware]:
     size (413)."""
     origins = OriginPolicy(settings)
     return [
+        Middleware(ControlCharPath),
         Middleware(OriginGuard, policy=origins),
         Middleware(CORSMiddleware, **origins.cors_options()),
         Middleware(Admission),

@@ -249,6 +249,17 @@ def test_empty_body_is_400(keyed: Live) -> None:
         assert http.post("/v1/agents/", json={}).status_code == 201  # {} still means defaults
 
 
+def test_a_path_with_a_control_character_is_404(keyed: Live) -> None:
+    """`/v1/folders/%0A` once reached the folder list (a route pattern's `$` matches before a
+    final newline) and answered a list where the item route's schema is an object."""
+    with keyed.http(ADMIN) as http:
+        assert http.get("/v1/folders/").status_code == 200
+        for path in ("/v1/folders/%0A", "/v1/agents/%0A", "/v1/agents/%00x", "/v1/tools/%7F"):
+            r = http.get(path)
+            assert r.status_code == 404, (path, r.text)
+            assert "control character" in r.json()["detail"]
+
+
 def test_json_fields_and_query_parameters_are_strict(keyed: Live) -> None:
     with keyed.http(ADMIN) as http:
         agent = new_agent(http)
