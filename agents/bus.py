@@ -105,6 +105,9 @@ class OutboxPublisher:
             gap = self._drained_at + self.min_interval_s - time.monotonic()
             if gap > 0:
                 await asyncio.sleep(gap)
+            # cleared before the drain: a turn that ends while it runs wakes the next one,
+            # instead of waiting for the next poll (up to `poll_s`)
+            self._wake.clear()
             try:
                 await self.check_epoch(force=not self.healthy)
                 self._drained_at = time.monotonic()
@@ -123,7 +126,6 @@ class OutboxPublisher:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self.poll_s)
             except TimeoutError:

@@ -17,9 +17,9 @@ import time
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 
 from agents.context import Mode
 from agents.events import RunDone
@@ -33,7 +33,9 @@ from memory.orm import (
     SleeptimeState,
     utcnow,
 )
+from memory.raw import Row, Stmt
 from memory.service import Memory
+from memory.sleeptime_rows import decode_states, pending_reads, pending_writes
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,25 @@ def transcript_text(events: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _pending_with(state: SleeptimeState, event: TranscriptEvent) -> list[dict[str, Any]]:
+class _HasPending(Protocol):
+    pending_events: list[Any]
+    pending_turns: int
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A sleeptime_state row as `note_pending` reads and writes it (not an ORM object: no
+    unit of work per row)."""
+
+    agent_id: str
+    identity_id: str
+    pending_turns: int
+    pending_events: list[Any]
+    stored: bool  # the row exists (else it is inserted)
+    changed: bool = False
+
+
+def _pending_with(state: _HasPending, event: TranscriptEvent) -> list[dict[str, Any]]:
     """The agent's unrewritten turns plus this one, in the order the turns ended."""
     pending = [p for p in (state.pending_events or []) if p.get("id") != event.event_id]
     if event.user_text or event.agent_text_heard:
@@ -173,62 +193,82 @@ class SleeptimeAgent:
 
     async def note_pending(self, events: list[TranscriptEvent]) -> list[TranscriptEvent]:
         """What `handle` does for events that make no rewrite due, for many events in ONE
-        write transaction (a few set-based statements) instead of one each; returns the
-        events left for `handle`, in order: one that makes a rewrite due and every later one
-        of the same agent and caller. Events already applied are skipped, as `handle` would.
+        write transaction (a few set-based statements, straight on the driver: memory/
+        sleeptime_rows.py) instead of one each; returns the events left for `handle`, in
+        order: one that makes a rewrite due and every later one of the same agent and caller.
+        Events already applied are skipped, as `handle` would.
 
         The in-process transcript bus runs this on the gateway's event loop: with a `handle`
         transaction per turn the bus cost the voice bench's gateway ~4 ms of main-thread CPU
-        per turn, with this ~1 ms at 100 calls and less the more turns a drain takes (issue
-        20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
+        per turn; one ORM transaction per drain ~1 ms at 100 calls; this, without the ORM,
+        less again (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
         if not events:
             return []
-        left: list[TranscriptEvent] = []
-        keys = {(e.agent_id, e.identity_id or "") for e in events}
-        async with self.memory.db.write() as s:
-            ids = [e.event_id for e in events]
-            done = set(
-                await s.scalars(
-                    select(ProcessedEvent.event_id).where(ProcessedEvent.event_id.in_(ids))
+        keys = sorted({(e.agent_id, e.identity_id or "") for e in events})
+        reads = pending_reads(
+            [e.event_id for e in events], sorted({agent for agent, _ in keys}), keys
+        )
+        sqlite = self.memory.db.is_sqlite
+
+        def decide(rows: list[list[Row]]) -> tuple[list[Stmt], list[TranscriptEvent]]:
+            states = {
+                (r["agent_id"], r["identity_id"]): _Pending(
+                    r["agent_id"],
+                    r["identity_id"],
+                    r["pending_turns"] or 0,
+                    list(r["pending_events"] or []),
+                    stored=True,
                 )
+                for r in decode_states(rows[2], sqlite=sqlite)
+            }
+            left, processed = self._plan(
+                events, {r["event_id"] for r in rows[0]}, {r["id"] for r in rows[1]}, states
             )
-            agent_ids = {agent for agent, _ in keys}
-            known = set(await s.scalars(select(Agent.id).where(Agent.id.in_(agent_ids))))
-            key_cols = tuple_(SleeptimeState.agent_id, SleeptimeState.identity_id)
-            found = await s.scalars(
-                select(SleeptimeState).where(key_cols.in_(list(keys))).with_for_update()
-            )
-            states = {(st.agent_id, st.identity_id): st for st in found}
-            deferred: set[tuple[str, str]] = set()
-            for event in events:
-                key = (event.agent_id, event.identity_id or "")
-                if key in deferred:
+            changed = [p for p in states.values() if p.changed]
+            new, old = [p for p in changed if not p.stored], [p for p in changed if p.stored]
+            return pending_writes(new, old, processed, utcnow()), left
+
+        return await self.memory.db.exchange(reads, decide)
+
+    def _plan(
+        self,
+        events: list[TranscriptEvent],
+        done: set[str],
+        known: set[str],
+        states: dict[tuple[str, str], _Pending],
+    ) -> tuple[list[TranscriptEvent], list[tuple[str, str]]]:
+        """`note_pending`'s decisions: the events left for `handle`, and the (event id, agent
+        id)s recorded as processed; `states` take the pending turns."""
+        left: list[TranscriptEvent] = []
+        deferred: set[tuple[str, str]] = set()
+        processed: list[tuple[str, str]] = []
+        for event in events:
+            key = (event.agent_id, event.identity_id or "")
+            if key in deferred:
+                left.append(event)
+                continue
+            if event.event_id in done:
+                continue  # handle() would say "duplicate"
+            if event.agent_id not in known:
+                log.warning(
+                    "sleeptime: skipping event %s for unknown agent %s",
+                    event.event_id,
+                    event.agent_id,
+                )
+            else:
+                state = states.get(key)
+                if state is None:
+                    state = states[key] = _Pending(key[0], key[1], 0, [], stored=False)
+                if not self._pends(state, event):
+                    deferred.add(key)  # a rewrite is due: handle() runs it, and the rest
                     left.append(event)
                     continue
-                if event.event_id in done:
-                    continue  # handle() would say "duplicate"
-                if event.agent_id not in known:
-                    log.warning(
-                        "sleeptime: skipping event %s for unknown agent %s",
-                        event.event_id,
-                        event.agent_id,
-                    )
-                else:
-                    if (state := states.get(key)) is None:
-                        state = states[key] = SleeptimeState(
-                            agent_id=key[0], identity_id=key[1], pending_turns=0, runs=0
-                        )
-                        state.pending_events = []
-                        s.add(state)
-                    if not self._pends(state, event):
-                        deferred.add(key)  # a rewrite is due: handle() runs it, and the rest
-                        left.append(event)
-                        continue
-                done.add(event.event_id)
-                s.add(ProcessedEvent(event_id=event.event_id, agent_id=event.agent_id))
-        return left
+                state.changed = True
+            done.add(event.event_id)
+            processed.append((event.event_id, event.agent_id))
+        return left, processed
 
-    def _pends(self, state: SleeptimeState, event: TranscriptEvent) -> bool:
+    def _pends(self, state: _HasPending, event: TranscriptEvent) -> bool:
         """Add the event to the state's pending turns if that makes no rewrite due (True)."""
         pending = _pending_with(state, event)
         turns = sum(1 for p in pending if p.get("user"))

@@ -42,6 +42,16 @@ def _objects_by_type() -> dict[str, int]:
     return dict(counts)
 
 
+def _garbage_by_type(top: int = 40) -> dict[str, int]:
+    """With VG_BENCH_GARBAGE=1 (gc.DEBUG_SAVEALL from start-up): the cyclic garbage the collector
+    found since the last reset, by type — what makes the full collections long and frequent."""
+    import gc
+    from collections import Counter
+
+    counts = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+    return dict(counts.most_common(top))
+
+
 class Reservoir:
     """A uniform random sample of at most `size` values out of all appended (algorithm R) in
     a preallocated array: fixed memory however long the run (a soak must not measure its own
@@ -105,6 +115,7 @@ class FrameStats:
                 "by_type": _objects_by_type(),
                 "frozen_at_startup": self.startup_objects,
                 "stats": gc.get_stats(),
+                "garbage_by_type": _garbage_by_type(),
             },
             "frame_handling": summary([u / 1000 for u in us]),
             "frames_timed": self.frame_us.n,
@@ -115,6 +126,9 @@ class FrameStats:
         }
 
     def clear(self) -> None:
+        import gc
+
+        gc.garbage.clear()
         for r in (self.frame_us, self.lag_ms, self.gc_ms):
             r.clear()
         self.cpu_at_reset = _cpu()
@@ -142,6 +156,16 @@ def instrument(stats: FrameStats) -> None:
             stats.metrics.append(fields)
         await send(self, type_, **fields)
 
+    def timed_now(self: VoiceSession, pcm: bytes) -> bool:  # the socket's audio sink
+        t0 = perf()
+        took = now(self, pcm)
+        if took:  # else the frame goes on to _audio, timed there
+            frame_us.append((perf() - t0) * 1e6)
+            frames[self.session_id] = frames.get(self.session_id, 0) + 1
+        return took
+
+    now = VoiceSession.audio_now
+    VoiceSession.audio_now = timed_now  # type: ignore[method-assign]
     VoiceSession._audio = timed_audio  # type: ignore[method-assign]
     VoiceSession.send = recording_send  # type: ignore[method-assign]
     import gc

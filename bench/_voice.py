@@ -41,7 +41,11 @@ class InstantSTTStream(STTStream):
         self.text, self.bytes = text, 0
 
     async def push(self, pcm16_16k: bytes) -> None:
+        self.push_now(pcm16_16k)
+
+    def push_now(self, pcm16_16k: bytes) -> bool:
         self.bytes += len(pcm16_16k)
+        return True
 
     async def _finish(self) -> str:
         heard, self.bytes = self.bytes, 0
@@ -194,7 +198,11 @@ def _child(
             except EOFError:
                 cmd = "stop"
             if cmd == "stats":
-                conn.send(stats.snapshot())
+                snap = stats.snapshot()
+                snap["tracemalloc"] = _trace_growth()
+                cache = app.state.gw.memory.messages.cache  # context windows reused or read
+                snap["gc"]["context_cache"] = {"hits": cache.hits, "misses": cache.misses}
+                conn.send(snap)
             elif cmd == "cpu":
                 profile.stop()
                 cpu = stats.cpu()
@@ -203,6 +211,7 @@ def _child(
                 conn.send(cpu)
             elif cmd == "reset":
                 stats.clear()
+                _trace_start()
                 if cpu_split:
                     split_base.update(_cpu_split.snapshot())
                 profile.start()
@@ -227,6 +236,8 @@ def _child(
         import gc
 
         stats.startup_objects = gc.get_freeze_count()  # the app froze its start-up objects
+        if os.environ.get("VG_BENCH_GARBAGE"):  # keep cyclic garbage for a census (_frames.py)
+            gc.set_debug(gc.DEBUG_SAVEALL)
         profile.loop = asyncio.get_running_loop()
         if os.environ.get("VG_BENCH_NO_BUS"):  # what the transcript bus costs: stop it
             for task in app.state.gw.extras["bus"].tasks:
@@ -239,6 +250,36 @@ def _child(
 
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         runner.run(main())
+
+
+_trace_base: list[Any] = []
+
+
+def _trace_start() -> None:
+    """VG_BENCH_TRACEMALLOC=1: trace Python allocations from the measured window's start (a
+    leak hunt: tracemalloc slows allocation, so not for the CPU figures of the same run)."""
+    import os
+    import tracemalloc
+
+    if os.environ.get("VG_BENCH_TRACEMALLOC"):
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(8)
+        _trace_base[:] = [tracemalloc.take_snapshot()]
+
+
+def _trace_growth(top: int = 15) -> list[str]:
+    """What grew since `_trace_start`, by allocating line (largest first)."""
+    import tracemalloc
+
+    if not _trace_base or not tracemalloc.is_tracing():
+        return []
+    diff = tracemalloc.take_snapshot().compare_to(_trace_base[0], "traceback")
+    out = []
+    for stat in diff[:top]:
+        recent = list(stat.traceback)[::-1][:4]  # the allocating line first, then its callers
+        where = " <- ".join(f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in recent)
+        out.append(f"{stat.size_diff / 1e6:+.2f} MB {stat.count_diff:+d} blocks: {where}")
+    return out
 
 
 class Profiling:

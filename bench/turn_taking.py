@@ -15,7 +15,12 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
 - fade_<db>: the voice's final fade alone (endpoint/prosody.py): done at 200 ms when the last
   110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
 - smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
-  fade (with and without the transcript).
+  fade (with and without the transcript); smart_text_fade_0.5_0_-21 is `smart`'s defaults;
+  ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
+  silence (VG_TURN_SENTENCE_MS).
+`--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
+(in sample and leave-one-clip-out, with espeak-ng speech), printed as JSON
+(bench/results/turn_taking_cv.json).
 Model scores and whisper decodes are cached within the run (the policies share them).
 A cut-off: the turn ended before the end of the utterance. Delay: end of the last sound of a
 finished clip -> the frame that ended the turn (the model's inference time is counted as one
@@ -32,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from _common import emit, parser, summary
+from voice_latency import SENTENCES
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
@@ -156,9 +162,17 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         return out
     clk = lambda: clock[0]  # noqa: E731
 
-    def smart(thr: float, use_text: bool, wait: float, fade: float | None = None) -> SmartTurn:
+    def smart(
+        thr: float, use_text: bool, wait: float, fade: float | None = None, sentence: int = 0
+    ) -> SmartTurn:
         return SmartTurn(
-            model, threshold=thr, use_text=use_text, text_wait_ms=wait, fade_db=fade, clock=clk
+            model,
+            threshold=thr,
+            use_text=use_text,
+            text_wait_ms=wait,
+            fade_db=fade,
+            sentence_ms=sentence,
+            clock=clk,
         )
 
     for thr in (0.3, 0.5, 0.7, 0.9):
@@ -167,26 +181,96 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
     for thr in (0.5, 0.7):
         for wait in (0, 250, 500):
             out[f"smart_text_{thr}_{wait}"] = (lambda t=thr, w=wait: smart(t, True, w), True)
-    for db in (-20, -18, -16, -14, -12):
+    for db in (-22, -21, -20, -18, -16, -14, -12):
         out[f"fade_{db}"] = (lambda d=db: FadeOnly(d), False)
         out[f"smart_fade_0.5_{db}"] = (lambda d=db: smart(0.5, False, 0, d), False)
-    for db in (-16, -14):
+    for db in (-21, -16, -14):
         for wait in (0, 250):
             out[f"smart_text_fade_0.5_{wait}_{db}"] = (
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,
             )
+    for ms in (600, 800, 1000):
+        out[f"smart_text_fade_0.5_0_-21_sentence_{ms}"] = (
+            lambda m=ms: smart(0.5, True, 0, -21, m),
+            True,
+        )
+    return out
+
+
+def record_scores(model: SmartTurnModel, texts: Transcripts, pauses: tuple[int, ...]) -> Any:
+    """Every sample's per-pause scores (bench/_turn_scores.py), for `--cv`."""
+    from _turn_scores import Sample, record
+
+    out = []
+    for clip in clips():
+        _, last = speech_span(clip.pcm)
+        out.append(Sample(clip.name, 0, last, record(clip.pcm, model, texts.get)))
+        for p in pauses:
+            for gap in word_gaps(clip.pcm):
+                pcm = with_pause(clip.pcm, gap, p)
+                out.append(Sample(clip.name, p, last, record(pcm, model, texts.get)))
+    return out
+
+
+ESPEAK = (  # bench/voice_latency.py's sentences and a few more, finished
+    *SENTENCES,
+    "Hello there, how are you doing today?",
+    "My number is five five five one two three four.",
+    "Thank you, that is all for now.",
+    "Is it going to rain on Saturday?",
+)
+ESPEAK_PAUSED = (("My number is five five five.", "one two three four."),)  # the e2e test's
+
+
+def record_espeak(model: SmartTurnModel, texts: Transcripts) -> Any:
+    """espeak-ng speech (which Smart Turn scores low, ~0.24): finished sentences, and the pause
+    test's number with 800 ms inside it."""
+    from _turn_scores import Sample, record
+
+    from tests.support.speech import silence, speak
+
+    out = []
+    for i, text in enumerate(ESPEAK):
+        pcm = np.concatenate([silence(300), speak(text)])
+        out.append(Sample(f"espeak:{i}", 0, speech_span(pcm)[1], record(pcm, model, texts.get)))
+    for i, (a, b) in enumerate(ESPEAK_PAUSED):
+        pcm = np.concatenate([silence(300), speak(a), silence(800), speak(b)])
+        out.append(Sample(f"espeak_paused:{i}", 800, speech_span(pcm)[1] - 40, []))
+        out[-1].pauses = record(pcm, model, texts.get)
     return out
 
 
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--only", default="", help="comma-separated policy-name prefixes to run")
+    p.add_argument(
+        "--cv",
+        action="store_true",
+        help="record per-pause scores once (bench/results/turn_scores.json; kept, pass "
+        "--rescore to record again) and compare end-of-turn rules, leave-one-clip-out",
+    )
+    p.add_argument("--rescore", action="store_true", help="with --cv: record the scores again")
     args = p.parse_args()
     only = tuple(x for x in args.only.split(",") if x)
     corpus = clips()
     if not corpus:
         emit("turn_taking", {"skipped": MISSING})
+        return
+    if args.cv:
+        from _common import RESULTS
+        from _turn_cv import cross_validate
+        from _turn_scores import load, save
+
+        cache = RESULTS / "turn_scores.json"
+        if args.rescore or not cache.is_file():
+            path = find_model()
+            assert path is not None, "--cv needs the Smart Turn model"
+            RESULTS.mkdir(exist_ok=True)
+            model, texts = InlineModel(path, workers=1), Transcripts()
+            samples = record_scores(model, texts, PAUSES_MS) + record_espeak(model, texts)
+            save(samples, cache)
+        emit("turn_taking_cv", cross_validate(load(cache)))
         return
     pauses = (500, 1200) if args.quick else PAUSES_MS
     path = find_model()

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 from _common import emit, parser, ratio, summary
+from _concurrency_load import cycle_pattern
 from _voice import load, start_gateway
-from voice_concurrency import cycle_frames
 
 CYCLE_S = 6.0
 
@@ -120,7 +120,7 @@ async def _read(ws: Any, sent_at: list[float], out: dict[str, Any]) -> None:
 def _loader(conn: Connection, urls: list[str], seconds: float, seed: int) -> None:
     import uvloop
 
-    pattern = cycle_frames(CYCLE_S)
+    pattern = cycle_pattern(CYCLE_S).frames
     out: dict[str, Any] = {
         "sessions": 0,
         "frames": 0,
@@ -246,6 +246,7 @@ def main() -> None:
             "p99_ratio_vs_warmup": ratio(handling.get("p99_ms", 0), (warm or {}).get("p99_ms", 0)),
             "server_loop_lag": server["loop_lag"],
             "objects_grown_after_warmup": {k: n for n, k in grown if n > 0},
+            "tracemalloc_growth": server.get("tracemalloc", []),
             "objects_tracked": {
                 "after_warmup": at_warm["gc"]["tracked_objects"],
                 "end": server["gc"]["tracked_objects"],

@@ -20,7 +20,16 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
-from memory.raw import PgPool, Row, SqliteRunner, Stmt, configure_sqlite, run_to_end
+from memory.raw import (
+    Decide,
+    PgPool,
+    Row,
+    SqliteRunner,
+    Stmt,
+    T,
+    configure_sqlite,
+    run_to_end,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +117,23 @@ class Database:
         else:
             assert self._pg is not None
             fut = asyncio.ensure_future(self._pg.batch(stmts))
+        return await run_to_end(fut)
+
+    async def exchange(self, reads: Sequence[Stmt], decide: Decide[T]) -> T:
+        """Read, decide, write: ONE write transaction straight on the driver for a
+        read-modify-write that `batch` cannot express. The reads run first (on SQLite under
+        the write lock, taken at BEGIN; on PostgreSQL those marked `lock` with FOR UPDATE),
+        `decide(rows)` gives the writes (plain Python on plain data: on SQLite it runs on the
+        driver's worker thread) and the result, the writes run, it commits. The statements
+        within the reads, and within the writes, must not depend on each other's effects, as
+        in `batch`. A cancelled caller waits for the transaction to end first."""
+        if self._sqlite is not None:
+            fut: asyncio.Future[T] = asyncio.wrap_future(
+                self._sqlite.submit_exchange(reads, decide)
+            )
+        else:
+            assert self._pg is not None
+            fut = asyncio.ensure_future(self._pg.exchange(reads, decide))
         return await run_to_end(fut)
 
     async def ping(self) -> bool:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Boolean, DateTime, Integer, String, Table, TypeDecorator
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Table, TypeDecorator
 from sqlalchemy.types import TypeEngine
 
 T = TypeVar("T")
@@ -43,6 +43,12 @@ class Stmt:
     sql: str  # `?` placeholders
     params: Sequence[Any] = ()
     returns: bool = False  # a SELECT, or a statement with RETURNING: its rows are wanted
+    lock: bool = False  # a read of `Database.exchange` whose rows stay locked to its commit
+
+
+Decide = Callable[[list[list[Row]]], tuple[Sequence[Stmt], T]]
+"""`Database.exchange`'s middle step: from the reads' rows, the writes and the result. Plain
+Python on plain data (on SQLite it runs on the driver's worker thread)."""
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -61,7 +67,7 @@ def _converter(t: TypeEngine[Any]) -> Callable[[Any], Any] | None:
         return json.loads
     if isinstance(base, Boolean):
         return bool
-    if isinstance(base, Integer | String):  # Text is a String
+    if isinstance(base, Integer | Float | String):  # Text is a String
         return None
     raise TypeError(f"memory.raw does not decode {t!r} columns")
 
@@ -146,6 +152,19 @@ def _connect(path: str, busy_timeout_ms: int = 30000) -> sqlite3.Connection:
     return conn
 
 
+def _execute(conn: sqlite3.Connection, stmts: Sequence[Stmt]) -> list[list[Row]]:
+    out: list[list[Row]] = []
+    for s in stmts:
+        cur = conn.execute(s.sql, [_bind(v, True) for v in s.params])
+        if not s.returns:
+            cur.close()  # an unread statement would keep its read snapshot open
+            out.append([])
+            continue
+        names = [d[0] for d in cur.description]
+        out.append([dict(zip(names, r, strict=True)) for r in cur.fetchall()])
+    return out
+
+
 class SqliteRunner:
     """Batches on up to `threads` worker threads, one sqlite3 connection per thread; reads
     also on the calling thread (`read_here`)."""
@@ -160,6 +179,22 @@ class SqliteRunner:
 
     def submit(self, stmts: Sequence[Stmt], write: bool) -> Future[list[list[Row]]]:
         return self._pool.submit(self._run, stmts, write)
+
+    def submit_exchange(self, reads: Sequence[Stmt], decide: Decide[T]) -> Future[T]:
+        return self._pool.submit(self._exchange, reads, decide)
+
+    def _exchange(self, reads: Sequence[Stmt], decide: Decide[T]) -> T:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")  # the write lock first: nobody writes in between
+        try:
+            writes, result = decide(_execute(conn, reads))
+            _execute(conn, writes)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def read_here(self, stmts: Sequence[Stmt]) -> list[list[Row]] | None:
         """A read on the calling thread (the event loop's), or None if it would have to wait.
@@ -200,15 +235,7 @@ class SqliteRunner:
         if tx:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            out: list[list[Row]] = []
-            for s in stmts:
-                cur = conn.execute(s.sql, [_bind(v, True) for v in s.params])
-                if not s.returns:
-                    cur.close()  # an unread statement would keep its read snapshot open
-                    out.append([])
-                    continue
-                names = [d[0] for d in cur.description]
-                out.append([dict(zip(names, r, strict=True)) for r in cur.fetchall()])
+            out = _execute(conn, stmts)
             if tx:
                 conn.execute("COMMIT")
             return out
@@ -245,6 +272,13 @@ def compose_pg(sqls: tuple[str, ...], returns: tuple[bool, ...]) -> str:
     return f"WITH {', '.join(parts)} SELECT {', '.join(wanted) or 'NULL'}"
 
 
+async def _composed(conn: Any, stmts: Sequence[Stmt]) -> list[list[Row]]:
+    sql = compose_pg(tuple(s.sql for s in stmts), tuple(s.returns for s in stmts))
+    row = await conn.fetchrow(sql, *[_bind(v, False) for s in stmts for v in s.params])
+    values = iter(row)
+    return [json.loads(next(values) or "[]") if s.returns else [] for s in stmts]
+
+
 async def _no_reset(conn: Any) -> None:
     """A batch is one statement, never leaving a transaction or session state behind: skip
     asyncpg's reset query (a round trip) when a connection goes back to the pool."""
@@ -279,13 +313,22 @@ class PgPool:
         return self._pool
 
     async def batch(self, stmts: Sequence[Stmt]) -> list[list[Row]]:
-        sql = compose_pg(tuple(s.sql for s in stmts), tuple(s.returns for s in stmts))
-        params = [_bind(v, False) for s in stmts for v in s.params]
         pool = await self._get()
         async with pool.acquire() as conn:
-            row = await conn.fetchrow(sql, *params)
-        values = iter(row)
-        return [json.loads(next(values) or "[]") if s.returns else [] for s in stmts]
+            return await _composed(conn, stmts)
+
+    async def exchange(self, reads: Sequence[Stmt], decide: Decide[T]) -> T:
+        """The reads (those with `lock`: FOR UPDATE) as one statement, then the writes
+        `decide` gives as one more, in one transaction: three round trips and the commit."""
+        pool = await self._get()
+        async with pool.acquire() as conn, conn.transaction():
+            locked = [
+                Stmt(f"{s.sql} FOR UPDATE", s.params, s.returns) if s.lock else s for s in reads
+            ]
+            writes, result = decide(await _composed(conn, locked))
+            if writes:
+                await _composed(conn, writes)
+            return result
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None

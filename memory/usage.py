@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import select
 
 from memory.db import Database
 from memory.models import NotFound
 from memory.orm import CallUsage, User, UserLimits, utcnow
+from memory.raw import Stmt
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,14 @@ class LimitOverrides:
     call_minutes: float | None = None
 
 
+_ADD = (
+    "INSERT INTO call_usage (identity, day, seconds, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (identity, day) DO UPDATE "
+    "SET seconds = call_usage.seconds + excluded.seconds, updated_at = excluded.updated_at "
+    "RETURNING seconds"
+)
+
+
 def utc_day(now: datetime | None = None) -> str:
     return (now or utcnow()).strftime("%Y-%m-%d")
 
@@ -33,35 +41,19 @@ class UsageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _insert(self) -> Any:
-        """INSERT ... ON CONFLICT DO UPDATE exists in both dialects (SQLite, PostgreSQL)."""
-        from sqlalchemy.dialects import postgresql, sqlite
-
-        return sqlite.insert if self.db.is_sqlite else postgresql.insert
-
     async def add_call_seconds(
         self, identity: str, seconds: float, day: str | None = None
     ) -> float:
-        """Add `seconds` to the identity's day and return the day's new total."""
-        day = day or utc_day()
-        stmt = self._insert()(CallUsage).values(
-            identity=identity, day=day, seconds=max(0.0, seconds), updated_at=utcnow()
+        """Add `seconds` to the identity's day and return the day's new total: one upsert
+        with RETURNING straight on the driver (memory.raw). Every call flushes its minutes
+        every VG_QUOTA_FLUSH_S; through the ORM each flush built a new statement (the upsert's
+        `excluded` alias, its columns and binds), ~30 objects left for the cyclic garbage
+        collector per flush (bench/voice_concurrency.py, VG_BENCH_GARBAGE=1)."""
+        rows = await self.db.batch(
+            [Stmt(_ADD, (identity, day or utc_day(), max(0.0, seconds), utcnow()), True)],
+            write=True,
         )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["identity", "day"],
-            set_={
-                "seconds": CallUsage.seconds + stmt.excluded.seconds,
-                "updated_at": stmt.excluded.updated_at,
-            },
-        )
-        async with self.db.write() as s:
-            await s.execute(stmt)
-            total = await s.scalar(
-                select(CallUsage.seconds).where(
-                    CallUsage.identity == identity, CallUsage.day == day
-                )
-            )
-        return float(total or 0.0)
+        return float(rows[0][0]["seconds"] if rows[0] else 0.0)
 
     async def call_seconds(self, identity: str, day: str | None = None) -> float:
         async with self.db.read() as s:

@@ -223,7 +223,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # pausing the event loop ~50-100 ms every few seconds (bench/voice_concurrency.py).
         gc.freeze()
         before = gc.get_threshold()
-        gc.set_threshold(before[0], before[1], settings.gc_full_every)
+        gc.set_threshold(settings.gc_young_every, before[1], settings.gc_full_every)
         try:
             yield
         finally:

@@ -85,9 +85,11 @@ class Settings(BaseSettings):
     turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     turn_workers: int = Field(2, ge=1, le=16)  # end-of-turn model threads per process
     turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
-    turn_text_wait_ms: int = Field(250, ge=0, le=2000)  # how long "done" waits for the text
+    turn_text_wait_ms: int = Field(0, ge=0, le=2000)  # how long "done" waits for the text
     # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
-    turn_fade_db: float = Field(-14.0, ge=-60.0, le=0.0)
+    turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
+    # smart: a finished sentence in the transcript ends the turn after this silence; 0 = never
+    turn_sentence_ms: int = Field(0, ge=0, le=5000)
     backchannels: str = (
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
         "all right,uh,um,oh,ah,cool,great,nice,exactly,true"
@@ -176,6 +178,11 @@ class Settings(BaseSettings):
     # A full garbage collection after this many middle-generation ones (10: CPython's default).
     # Each pauses every call; fewer, longer ones hold more garbage (docs/operations.md)
     gc_full_every: int = Field(10, ge=1)
+    # Allocations between young collections (CPython's default: 700). Objects that outlive
+    # ten of them reach the oldest generation, whose growth brings on a full collection; with
+    # 700, a turn's objects (they live ~1-3 s) got there: 5 full collections in 20 s at 400
+    # calls, 1 with 5000 (docs/operations.md#garbage-collection)
+    gc_young_every: int = Field(5000, ge=1)
 
     # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
     rate_limit_rps: float = Field(100.0, ge=0)  # REST requests/s; 0: off

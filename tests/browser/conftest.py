@@ -78,6 +78,25 @@ class BrowserPage:
             print("vg state:", json.dumps(await self.vg(), default=str)[:4000])
             raise
 
+    async def create_agent(self, name: str, **fields: str) -> str:
+        """Create an agent with the page's form (`fields`: persona, greeting... by input id
+        `new-<field>`) and wait until the page has switched to it: the page already shows
+        another agent when the gateway has any, so `vg.agentId` alone proves nothing."""
+        page = self.page
+        await self.wait("vg.agents !== null")
+        if not await page.locator("#create-details").evaluate("d => d.open"):
+            await page.click("#create-details summary")
+        await page.fill("#new-name", name)
+        for key, value in fields.items():
+            await page.fill(f"#new-{key}", value)
+        await page.click("#create-form button[type=submit]")
+        selected = "document.querySelector('#agent-select option:checked')"
+        await self.wait(
+            f"{selected} && {selected}.text.startsWith({json.dumps(name + ' · ')})"
+            f" && vg.agentId === {selected}.value && vg.blocks.human"
+        )
+        return str(await self.vg(".agentId"))
+
     async def text(self, selector: str) -> str:
         return (await self.page.locator(selector).inner_text()).strip()
 

@@ -29,16 +29,10 @@ async def test_spoken_turn_in_the_browser(
     wav = mic_wav(tmp_path / "mic.wav", 1000, UTTERANCE, 3000)
     async with open_page(pw, f"{bg.server.url}/?transport=websocket&aec=0", wav) as bp:
         page = bp.page
-        # create an agent from the page: name + persona
-        await bp.wait("vg.agents !== null")
-        if not await page.locator("#create-details").evaluate("d => d.open"):
-            await page.click("#create-details summary")
-        await page.fill("#new-name", "Tea helper")
-        await page.fill("#new-persona", "I am a tea expert who remembers what guests like.")
-        await page.fill("#new-greeting", "")  # no greeting: this test is about one spoken turn
-        await page.click("#create-form button[type=submit]")
-        await bp.wait("vg.agentId && vg.blocks.persona")
-        agent_id = await bp.vg(".agentId")
+        # create an agent from the page: name + persona, no greeting (this test is about one
+        # spoken turn)
+        persona = "I am a tea expert who remembers what guests like."
+        agent_id = await bp.create_agent("Tea helper", persona=persona, greeting="")
         assert "Tea helper" in await page.locator("#agent-select option:checked").inner_text()
         persona = await bp.text(".block[data-label=persona] pre")
         assert persona == "I am a tea expert who remembers what guests like."
@@ -108,18 +102,17 @@ async def test_returning_caller_is_greeted_by_name(
     async with open_page(pw, f"{bg.server.url}/?transport=websocket&aec=0", wav) as bp:
         page = bp.page
         await bp.wait("vg.agents !== null")
-        if not await page.locator("#create-details").evaluate("d => d.open"):
-            await page.click("#create-details summary")
-        await page.fill("#new-name", "Greeter")
         greeting = await page.input_value("#new-greeting")
         assert greeting.startswith("Hello!")  # the form's default
-        await page.click("#create-form button[type=submit]")
-        await bp.wait("vg.agentId && vg.blocks.human")
-        agent_id = await bp.vg(".agentId")
+        agent_id = await bp.create_agent("Greeter")
 
         await page.click("#connect")
         await bp.wait("vg.replies.length >= 1")
-        assert (await bp.vg(".replies"))[0] == greeting  # no name known yet
+        # no name known yet
+        assert (await bp.vg(".replies"))[0] == greeting, (
+            await bp.vg(".events"),
+            await bp.vg(".cancelled"),
+        )
         await bp.wait(f"vg.replies.includes({REPLY!r})")
         await bp.wait("vg.callerBlocks.human && vg.callerBlocks.human.value.includes('Alice')")
         await page.click("#connect")  # hang up

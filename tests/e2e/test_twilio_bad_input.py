@@ -123,9 +123,9 @@ async def test_wrong_media_format_closes_1003(
     assert "unsupported mediaFormat" in warnings(caplog)
 
 
-@pytest.mark.parametrize("params", [{}, {"token": "x"}, None])
+@pytest.mark.parametrize("params", [{}, {"token": "x"}, None, {"agent_id": None}])
 async def test_missing_agent_id_closes_1008(
-    pg: PhoneGateway, caplog: pytest.LogCaptureFixture, params: dict[str, str] | None
+    pg: PhoneGateway, caplog: pytest.LogCaptureFixture, params: dict[str, str | None] | None
 ) -> None:
     call = await TwilioCall(
         f"{pg.server.ws_url}/v1/telephony/twilio/media", "CA1", params or {}

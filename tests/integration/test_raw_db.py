@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import asyncpg
 import pytest
 
+from agents.bus import OutboxPublisher
 from memory.db import Database, sqlite_path
 from memory.models import AgentData, BlockSpec, MessageData, ToolCallData, TranscriptEvent
 from memory.orm import Message, default_conversation_id, new_id
@@ -335,3 +336,43 @@ async def test_close_ends_the_workers_and_connections(db_url: str) -> None:
         assert sessions == 0
     finally:
         await admin.close()
+
+
+async def test_a_turn_ending_during_a_drain_is_published_without_waiting_for_the_poll(
+    memory: Memory,
+) -> None:
+    """The publisher's wake-up is re-armed before each drain: a turn notified while the sink is
+    busy with the previous one goes out next, not at the next poll (here 30 s away)."""
+    agent = await make_agent(memory)
+    now = datetime.now(UTC)
+
+    def event(turn: str) -> TranscriptEvent:
+        return TranscriptEvent(
+            event_id=new_id("evt"), agent_id=agent.id, turn_id=turn, source="voice",
+            user_text=turn, agent_text="ok", agent_text_heard="ok", interrupted=False,
+            started_at=now, ended_at=now,
+        )  # fmt: skip
+
+    sent: list[str] = []
+    in_sink = asyncio.Event()
+
+    async def slow_sink(events: list[TranscriptEvent]) -> None:
+        in_sink.set()
+        await asyncio.sleep(0.3)
+        sent.extend(e.turn_id for e in events)
+
+    publisher = OutboxPublisher(memory, slow_sink, poll_s=30.0, min_interval_s=0.0)
+    task = asyncio.create_task(publisher.run())
+    try:
+        await memory.finish_turn(event("first"))
+        publisher.notify()
+        await asyncio.wait_for(in_sink.wait(), 5)
+        await memory.finish_turn(event("second"))  # ends while the first is being published
+        publisher.notify()
+        deadline = asyncio.get_running_loop().time() + 5
+        while sent != ["first", "second"] and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert sent == ["first", "second"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

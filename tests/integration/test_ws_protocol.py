@@ -24,7 +24,7 @@ from websockets.frames import apply_mask
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.servers import ServerThread
-from voice_gateway.protocol.uvicorn_ws import FastWebSocketProtocol, ws_protocol
+from voice_gateway.protocol.uvicorn_ws import SINK_EXTENSION, FastWebSocketProtocol, ws_protocol
 
 MAX_SIZE = 70_000  # the servers' ws_max_size (uvicorn's default is 16 MiB)
 MAX_QUEUE = 32
@@ -42,6 +42,9 @@ async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"] == "/late":
         await asyncio.sleep(0.3)
     await send({"type": "websocket.accept"})
+    if scope["path"] == "/sink":
+        await sink_app(scope, receive, send)
+        return
     if scope["path"] == "/slow":
         while not GATE.is_set():
             await asyncio.sleep(0.01)
@@ -61,6 +64,34 @@ async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "websocket.close", "code": 4001, "reason": "after"})
             continue
         await send({"type": "websocket.send", "text": text, "bytes": msg.get("bytes")})
+
+
+async def sink_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The audio sink extension (what pipeline/session.py `audio_now` uses): binary frames
+    whose first byte is even are taken by the sink, odd ones declined; everything is logged in
+    the order the app saw it, and "report" sends the log back."""
+    log: list[str] = []
+
+    def sink(data: bytes) -> bool:
+        if data[0] % 2:
+            return False
+        log.append(f"sink:{data[0]}")
+        return True
+
+    ext = scope["extensions"].get(SINK_EXTENSION)
+    if ext is not None:
+        ext["set"](sink)
+    while True:
+        msg = await receive()
+        if msg["type"] == "websocket.disconnect":
+            return
+        if msg.get("text") == "report":
+            await send({"type": "websocket.send", "text": " ".join(log)})
+            continue
+        data = msg.get("bytes")
+        log.append(f"recv:{data[0]}" if data is not None else f"text:{msg['text']}")
+        if data is not None and data[0] == 1:  # the app is busy for a while: frames queue
+            await asyncio.sleep(0.05)
 
 
 @pytest.fixture(scope="module", params=["fast", "websockets-sansio"])
@@ -276,6 +307,31 @@ def test_a_burst_of_sends_arrives_in_order_before_the_close(server: ServerThread
             ws.recv(timeout=5)
         rcvd = ws.protocol.close_rcvd
         assert rcvd is not None and (rcvd.code, rcvd.reason) == (4001, "after")
+
+
+def test_audio_sink_takes_frames_only_in_order(server: ServerThread) -> None:
+    """The sink sees a binary frame only while the app waits with nothing queued, so the app
+    sees every message in the order sent, whichever path it took: frames sent while the app
+    is busy (after byte 1) queue and reach it through receive even when the sink would take
+    them. uvicorn's own protocol has no sink: everything comes through receive."""
+    firsts = [2, 3, 4, 1, 6, 8, 10, 5, 12]
+    with client(server, "/sink") as ws:
+        for b in firsts:
+            ws.send(bytes([b]) * 640)
+            # each its own read; 6 and 8 come while the app is busy with 1 (50 ms)
+            time.sleep(0.15 if b == 8 else 0.01)
+        ws.send("t")
+        ws.send("report")
+        log = str(ws.recv(timeout=5)).split()
+    assert [int(e.split(":")[1]) for e in log if not e.startswith("text")] == firsts
+    assert log[-1] == "text:t"
+    took = {int(e.split(":")[1]) for e in log if e.startswith("sink:")}
+    if is_fast(server):
+        assert took and all(b % 2 == 0 for b in took)  # declined frames never count as taken
+        assert not {6, 8} & took  # sent while the app was busy with frame 1: queued
+        assert {2, 4, 10, 12} <= took
+    else:
+        assert not took
 
 
 def test_frames_before_the_101(server: ServerThread) -> None:

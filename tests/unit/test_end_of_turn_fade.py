@@ -10,9 +10,11 @@ import pytest
 
 from tests.unit.test_end_of_turn import Scripted, feed_wall, smart, stop_of
 from tests.unit.test_turn import QUIET
+from voice_gateway.endpoint.decision import sentence_done
 from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import combine
-from voice_gateway.pipeline.turn import SpeechStopped
+from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
+from voice_gateway.settings import Settings
 
 
 def level(amplitude: float) -> bytes:
@@ -101,3 +103,92 @@ def test_a_transcript_that_arrived_is_not_waited_for_again() -> None:
     stop = next(e for e in out if isinstance(e, SpeechStopped))
     assert stop.verdict is not None and stop.verdict.complete
     assert stop.end_of_turn_ms <= 300
+
+
+# ---- the graded wait (endpoint/decision.py) ---------------------------------------------------
+
+STEP = [level(0.3 * 10 ** (-17 / 20))] * 6  # 120 ms at -17 dB: a fade between -14 and -21 dB
+
+
+def test_a_fade_between_the_old_and_the_new_threshold() -> None:
+    drop = tail_of([QUIET] * 5 + [STEADY] * 40 + STEP + [QUIET] * 3)
+    assert drop is not None and -21 < drop < -14
+    for fade_db, early in ((-14.0, True), (-21.0, False)):
+        det = smart(Scripted(0.9), use_text=False, fade_db=fade_db)
+        _, ev = stop_of(feed_wall(det, [(STEADY, 30), (STEP[0], 6), (QUIET, 60)]))
+        assert (ev.end_of_turn_ms <= 300) is early, (fade_db, ev.end_of_turn_ms)
+
+
+def pause_with_text(det: TurnDetector, text: str, frames: int = 70) -> SpeechStopped:
+    """1.2 s of steady voice (no fade), then silence; the transcript arrives 100 ms in."""
+    out = []
+    for _ in range(60):
+        out += det.feed(STEADY)
+    pause = det.pauses + 1
+    t0 = time.monotonic()
+    for i in range(frames):
+        delay = t0 + i * 0.02 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        out += det.feed(QUIET)
+        if i == 4:
+            det.give_text(pause, text)
+    return next(e for e in out if isinstance(e, SpeechStopped))
+
+
+def test_a_finished_sentence_ends_the_turn_at_the_sentence_wait() -> None:
+    """espeak-ng's case: the model scores it low and the voice ends at full level."""
+    det = smart(Scripted(0.2), fade_db=-21.0, sentence_ms=600)
+    stop = pause_with_text(det, "Can you remind me to call my sister this evening?")
+    assert stop.verdict is not None and stop.verdict.complete
+    assert stop.verdict.source == "text"
+    assert 600 <= stop.end_of_turn_ms <= 700
+
+
+@pytest.mark.parametrize(
+    ("text", "sentence_ms"),
+    [
+        ("Can you remind me to call my sister this evening?", 0),  # not asked
+        ("My number is 555", 600),  # the words run on
+        ("10 of clubs", 600),  # the text cannot tell
+    ],
+)
+def test_no_sentence_wait_without_a_finished_sentence(text: str, sentence_ms: int) -> None:
+    det = smart(Scripted(0.2), fade_db=-21.0, sentence_ms=sentence_ms)
+    stop = pause_with_text(det, text)
+    assert stop.end_of_turn_ms == 1000
+    assert stop.verdict is not None and stop.verdict.complete is False
+
+
+@pytest.mark.parametrize(
+    ("text", "silence", "sentence_ms", "expected"),
+    [
+        (True, 600, 600, True),
+        (True, 580, 600, False),
+        (True, 900, 0, False),
+        (None, 900, 600, False),
+        (False, 900, 600, False),
+    ],
+)
+def test_sentence_done(text: bool | None, silence: float, sentence_ms: int, expected: bool) -> None:
+    assert sentence_done(text, silence, sentence_ms) is expected
+
+
+def test_the_defaults_are_the_measured_rule() -> None:
+    """bench/turn_taking.py --cv chose -21 dB and no text wait (docs/operations.md)."""
+    s = Settings()
+    assert (s.turn_fade_db, s.turn_threshold, s.turn_text_wait_ms) == (-21.0, 0.5, 0)
+    assert s.turn_sentence_ms == 0
+
+
+def test_the_settings_reach_each_calls_detector() -> None:
+    from voice_gateway.endpoint.smart import SmartTurn
+    from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+
+    s = Settings(turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120)
+    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services._turn_model_tried = True
+    services.turn_model = Scripted(0.5)
+    eot = services.new_end_of_turn("smart")
+    assert isinstance(eot, SmartTurn)
+    assert (eot.fade_db, eot.sentence_ms, eot.text_wait_ms) == (-18.0, 900, 120)

@@ -162,7 +162,16 @@ async def test_resampled_to_the_rate_asked_for() -> None:
 
 
 async def test_concurrent_tasks_and_loops_are_not_interleaved() -> None:
-    alone = [await collect(t) for t in SENTENCES]
+    # espeak-ng carries state from one text to the next (a pause tens of ms longer or shorter
+    # shifts the loudness contour: likeness 0.69-0.76 against the same text after another
+    # predecessor, measured 2026-11-27; two full runs failed on it). Spoken concurrently, a
+    # text follows any of the others, so its references are the text spoken alone after each
+    # possible predecessor: an output must match one of them
+    alone: dict[str, list[bytes]] = {t: [] for t in SENTENCES}
+    for before in SENTENCES:
+        for t in SENTENCES:
+            await collect(before)
+            alone[t].append(await collect(t))
     in_threads: list[list[bytes]] = []
 
     def other_loop() -> None:  # another event loop on its own thread, at the same time
@@ -178,7 +187,8 @@ async def test_concurrent_tasks_and_loops_are_not_interleaved() -> None:
     await asyncio.to_thread(lambda: [t.join() for t in threads])
     assert len(in_threads) == 2
     for i, pcm in enumerate([*together, *in_threads[0], *in_threads[1]]):
-        same_speech(pcm, alone[i % len(SENTENCES)])
+        refs = alone[SENTENCES[i % len(SENTENCES)]]
+        same_speech(pcm, max(refs, key=lambda ref: likeness(pcm, ref)))
 
 
 async def test_a_cancelled_job_stops_at_its_next_buffer_and_the_next_one_works() -> None:

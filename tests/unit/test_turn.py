@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.speech import frames, noise_burst, rms_dbfs, silence, speak
+from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
 from voice_gateway.pipeline.turn import (
     FalseStart,
     PauseStarted,
@@ -165,3 +166,51 @@ def test_real_noise_burst_and_silence_are_not_turns() -> None:
     assert not any(isinstance(e, SpeechConfirmed | SpeechStopped) for e in faint)
     burst = feed_pcm(det, np.concatenate([noise_burst(100, dbfs=-10), silence(800)]))
     assert not any(isinstance(e, SpeechConfirmed | SpeechStopped) for e in burst)
+
+
+class SlowModel(EndOfTurn):
+    """A model policy whose verdict comes `late_polls` frames after the pause reaches
+    `min_silence_ms` (None: never), like Smart Turn on a loaded machine."""
+
+    name = "smart"
+    min_silence_ms, max_silence_ms = 200, 1600
+
+    def __init__(self, late_polls: int | None, verdict: Verdict) -> None:
+        self.late_polls, self.verdict = late_polls, verdict
+
+    def decide(self) -> Decision:
+        owner = self
+
+        class Late(Decision):
+            polls = 0
+
+            def poll(self) -> Verdict | None:
+                self.polls += 1
+                if owner.late_polls is None or self.polls <= owner.late_polls:
+                    return None
+                return owner.verdict
+
+        return Late()
+
+
+def test_a_model_still_judging_at_the_silence_rules_time_is_waited_for() -> None:
+    # the verdict comes 300 ms into the pause (100 ms after the model started), past the
+    # silence rule's 200 ms: "not done" keeps the turn open through the 600 ms pause (the
+    # model's own budget, VG_TURN_BUDGET_MS, is what bounds the wait, not the silence rule)
+    eot = SlowModel(5, Verdict(False, "model", 0.1))
+    det = TurnDetector(EnergyVAD(), silence_ms=200, min_speech_ms=200, end_of_turn=eot)
+    events = run(det, [(QUIET, 5), (SPEECH, 20), (QUIET, 30), (SPEECH, 20), (QUIET, 100)])
+    assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
+    stopped = events[-1][1]
+    assert isinstance(stopped, SpeechStopped) and stopped.at_ms == (5 + 20 + 30 + 20) * 20
+    assert stopped.end_of_turn_ms == 1600  # "not done" waited the max
+    assert stopped.verdict is not None and stopped.verdict.complete is False
+
+
+def test_a_model_that_never_answers_ends_the_turn_at_the_longest_wait() -> None:
+    eot = SlowModel(None, Verdict(True, "model", 0.9))
+    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, end_of_turn=eot)
+    events = run(det, [(QUIET, 5), (SPEECH, 20), (QUIET, 100)])
+    stopped = events[-1][1]
+    assert isinstance(stopped, SpeechStopped) and stopped.end_of_turn_ms == 1600
+    assert stopped.verdict is not None and stopped.verdict.reason == "timeout"

@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
+from voice_gateway.endpoint.decision import SmartDecision, combine
 from voice_gateway.endpoint.features import IncrementalFeatures
 from voice_gateway.endpoint.prosody import TailEnergy, faded
-from voice_gateway.endpoint.text import text_complete
+
+__all__ = ["SmartTurn", "SmartTurnModel", "combine", "find_model", "load_model"]
 
 log = logging.getLogger(__name__)
 
@@ -96,69 +98,13 @@ class SmartTurnModel:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def combine(
-    p: float, text: bool | None, threshold: float, fade: bool | None = None
-) -> tuple[bool, str]:
-    """Audio probability + text signal + the final fade -> (complete, which signal decided)."""
-    if text is False:
-        return False, "text"  # the words run on ("my number is five five five")
-    if p >= threshold:
-        if fade is False:  # sounds finished to the model, but the voice stopped at full level
-            return False, "prosody"
-        return True, "model"
-    # a full stop does not overrule a voice that sounds unfinished: on the LibriVox clips
-    # whisper wrote most cut-off prefixes as sentences ("He might even have been made amiable.")
-    return False, "model"
-
-
-class SmartDecision(Decision):
-    def __init__(
-        self, owner: SmartTurn, future: Future[float], features_ms: float, fade: bool | None
-    ) -> None:
-        self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
-        self.started = owner.clock()
-        self.text: str | None = None
-        self.final: Verdict | None = None  # a fallback or 'complete' stays; 'incomplete' may
-        # turn into 'complete' when the transcript arrives
-
-    def give_text(self, text: str) -> None:
-        self.text = text
-
-    def poll(self) -> Verdict | None:
-        if self.final is not None:
-            return self.final
-        o = self.owner
-        waited_ms = (o.clock() - self.started) * 1000
-        if not self.future.done():
-            if waited_ms < o.budget_ms:
-                return None
-            self.future.cancel()
-            self.final = Verdict(None, "fallback", reason="timeout")
-            return self.final
-        try:
-            p = self.future.result()
-        except Exception as exc:
-            log.warning("end-of-turn model failed (%s); silence rule for the rest of the call", exc)
-            o.broken = True
-            self.final = Verdict(None, "fallback", reason="error")
-            return self.final
-        signal = text_complete(self.text) if (o.use_text and self.text is not None) else None
-        waiting = o.use_text and self.text is None and waited_ms < o.text_wait_ms
-        if p >= o.threshold and self.fade is not False and waiting:
-            return None  # a confident voice; give the transcript (not there yet) time to veto
-        complete, source = combine(p, signal, o.threshold, self.fade)
-        model_ms = self.features_ms + (o.model.inference_ms[-1] if o.model.inference_ms else 0.0)
-        verdict = Verdict(complete, source, p, self.text, model_ms=model_ms)  # type: ignore[arg-type]
-        if complete:
-            self.final = verdict
-        return verdict
-
-
 class SmartTurn(EndOfTurn):
     """Per call: the utterance's features kept up to date frame by frame, one model run per
-    pause. `use_text`: combine with the speculative transcript; `text_wait_ms`: how long a
-    'complete' from the voice waits for the transcript's veto; `fade_db`: a 'complete' also
-    needs the voice to have faded this far at its last sound (None: not asked)."""
+    pause (the rule: endpoint/decision.py). `use_text`: combine with the speculative
+    transcript; `text_wait_ms`: how long a 'complete' from the voice waits for the
+    transcript's veto; `fade_db`: a 'complete' also needs the voice to have faded this far at
+    its last sound (None: not asked); `sentence_ms`: a finished sentence in the transcript ends
+    the turn after this much silence whatever the voice says (0: not used)."""
 
     name = "smart"
 
@@ -173,13 +119,14 @@ class SmartTurn(EndOfTurn):
         use_text: bool = True,
         text_wait_ms: float = 0.0,
         fade_db: float | None = None,
+        sentence_ms: int = 0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.clock = model, clock
         self.min_silence_ms, self.max_silence_ms = min_silence_ms, max_silence_ms
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
-        self.fade_db = fade_db
+        self.fade_db, self.sentence_ms = fade_db, sentence_ms
         self.features = IncrementalFeatures()
         self.tail = TailEnergy()
         self.broken = False  # a failed inference: this call uses the silence rule

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from agents.approvals import Answer
 from memory.models import Source, TranscriptEvent
 from memory.orm import new_id, utcnow
+from voice_gateway.pipeline.transport import CLOSE_GOING_AWAY, CLOSE_RESTART
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +84,65 @@ async def publish_call_end(call: Any) -> None:
         await asyncio.shield(call.gw.memory.finish_turn(event))
     except Exception:
         log.exception("could not publish the end of the call")
+
+
+async def watch_idle(call: Any) -> None:
+    """Close a call that sent nothing for VG_IDLE_TIMEOUT_S (1001); a reply in progress is
+    activity too."""
+    while True:
+        timeout = call.voice.settings.idle_timeout_s
+        await asyncio.sleep(min(1.0, timeout / 4))
+        if call.busy:
+            call.last_rx = time.monotonic()
+        if time.monotonic() - call.last_rx > timeout:
+            await call.transport.close(CLOSE_GOING_AWAY, "idle timeout")
+            return
+
+
+async def wind_down(call: Any, reason: str) -> None:
+    """session.end: let queued turns finish (bounded). Gone: cancel the reply, store it."""
+    deadline = time.monotonic() + 30
+    if reason != "end":
+        call.interrupt("client")
+        deadline = time.monotonic() + 10
+    while (call.busy or not call.turns.empty()) and time.monotonic() < deadline:
+        if reason != "end":
+            call.interrupt("client")
+        await asyncio.sleep(0.02)
+
+
+async def drain_call(call: Any, deadline: float) -> None:
+    """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
+    monotonic), then close 1012 so the client reconnects to another instance. A phone call
+    cannot reconnect: it goes on, then hears a goodbye (pipeline/phone_drain.py)."""
+    if call.transport.source == "phone":
+        from voice_gateway.pipeline.phone_drain import drain_phone
+
+        await drain_phone(call, deadline)
+        return
+    await call.transport.error(
+        "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
+    )
+    # a bounded poll, once per call at shutdown
+    while (call.busy or not call.turns.empty()) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    await call.transport.close(CLOSE_RESTART, "server shutting down")
+
+
+# What refers back to the call (bound methods, closures: its barge-in judge, approvals, STT
+# stream, task group) and holds its audio state: a call's objects are one big reference cycle
+# (a shutdown drain may still call `interrupt` on a call that just ended: its reply and reply
+# task stay, and are None once a reply is over anyway)
+RELEASED = (
+    "barge_in", "approvals", "stt", "detector", "echo", "tg", "watchers", "resampler",
+    "far_resampler",
+)  # fmt: skip
+
+
+def release(call: Any) -> None:
+    """The call is over: drop the parts in RELEASED, so that the call and its buffers die by
+    reference counting when the route lets go of it, instead of waiting in the oldest
+    generation for a full collection (with hundreds of hang-ups a minute that garbage grew
+    the soak's memory by ~10 MB/min: docs/benchmarks.md, `voice_soak`)."""
+    for name in RELEASED:
+        call.__dict__.pop(name, None)

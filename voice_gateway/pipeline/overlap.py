@@ -43,6 +43,26 @@ def is_backchannel(text: str, phrases: frozenset[str]) -> bool:
     return True
 
 
+def may_be_backchannel(text: str, phrases: frozenset[str]) -> bool:
+    """Backchannel phrases, the last one perhaps cut short: what a check hears of a backchannel
+    still being spoken ("M" of "Mm-hmm", "Ye" of "Yeah"; whisper on the first 360 ms of
+    espeak-ng's "Mm-hmm." wrote "M")."""
+    ws = words(text)
+    if not ws or is_backchannel(text, phrases):
+        return bool(ws)
+    starts = [p.split() for p in phrases]
+    for cut in range(max(0, len(ws) - 3), len(ws)):  # the start is whole phrases, the rest
+        head, tail = ws[:cut], ws[cut:]  # begins one
+        if (not head or is_backchannel(" ".join(head), phrases)) and any(
+            len(tail) <= len(p)
+            and p[: len(tail) - 1] == tail[:-1]
+            and p[len(tail) - 1].startswith(tail[-1])
+            for p in starts
+        ):
+            return True
+    return False
+
+
 def is_echo(text: str, reply_text: str) -> bool:
     """Most of the heard words are words of the reply being played (by their first four
     letters: an echo comes back clipped, "sentence" heard as "sent")."""
@@ -107,6 +127,9 @@ class BargeIn:
     spawn: Spawn
     on_ignored: Callable[[str, str, str], Awaitable[None]]  # (turn_id, reason, text)
     energy: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0)  # the echo canceller's
+    # the newest speculative decode: a check's own is cancelled by a newer one when the speech
+    # pauses (a comma in "Wait, stop"), and that one, of more of the same speech, answers it
+    latest: Callable[[], asyncio.Future[str] | None] = lambda: None
     overlap: Overlap | None = None
 
     def confirmed(self, start_ms: int) -> None:
@@ -114,7 +137,7 @@ class BargeIn:
         if self.playing():
             self.overlap = Overlap(start_ms, self.energy())
         else:
-            self.interrupt("barge_in")
+            self.interrupt("barge_in")  # (a no-op unless a reply is under way, still silent)
 
     def frame(self) -> None:
         """Per frame: cancel once the speech is long, or once its start is transcribed and is
@@ -123,37 +146,47 @@ class BargeIn:
         if ov is None or ov.decided:
             return
         spoken_ms = self.now_ms() - ov.start_ms
-        if not self.playing():
-            self._cancel(ov)
+        if not self.playing():  # the reply ended (or was cut) while this speech went on
+            self._cancel(ov, "")
         elif spoken_ms >= self.max_ms and not (self.echo_on and ov.echo):
-            self._cancel(ov)  # long speech is an interruption, unless it may be the echo
+            self._cancel(ov, f"{spoken_ms} ms of speech")  # unless it may be the echo
         elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
             spec = self.speculate()
             if spec is None:  # the vendor cannot transcribe a part: an interruption
-                self._cancel(ov)
+                self._cancel(ov, "no partial transcript from this STT")
             else:  # an echo is checked again every check_ms: the caller may join in
                 ov.checked_ms = spoken_ms
                 ov.check = self.spawn(self._check(ov, spec))
 
-    def _cancel(self, ov: Overlap) -> None:
+    def _cancel(self, ov: Overlap, why: str) -> None:
         ov.decided = True
+        if why:
+            log.info("barge-in: %s", why)
         self.interrupt("barge_in")
 
     async def _check(self, ov: Overlap, spec: asyncio.Future[str]) -> None:
-        await asyncio.wait([spec])
+        while True:
+            await asyncio.wait([spec])
+            newer = self.latest()
+            if not spec.cancelled() or newer is None or newer is spec:
+                break
+            spec = newer  # (waiting for the next check cost ~0.45 s in the backchannel test)
         ov.check = None
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
         reason = self.reason(spec.result(), ov)
-        log.info(
-            "speech over the reply: %r (%.1f dB removed as echo) -> %s",
-            spec.result(),
+        unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
+        log.info(  # never the words themselves: logs hold no caller's words
+            "speech over the reply: %d words (%.1f dB removed as echo) -> %s",
+            len(words(spec.result())),
             removed_db(ov.energy, self.energy()),
-            reason or "interruption",
+            "maybe a backchannel: heard again" if unsure else reason or "interruption",
         )
         ov.echo = reason == "echo"  # re-checked every check_ms: the caller may join in
+        if unsure:
+            return  # a backchannel still being spoken: the next check or its end decides
         if reason is None:
-            self._cancel(ov)
+            self._cancel(ov, "its words are an interruption")
 
     def reason(self, text: str, ov: Overlap) -> str | None:
         removed = removed_db(ov.energy, self.energy())
@@ -175,6 +208,10 @@ class BargeIn:
         text = result.strip() if isinstance(result, str) else None
         reason = None if text is None else self.reason(text, ov)
         if reason is None or text is None:
+            log.info(
+                "barge-in: the utterance over the reply ended (%s) -> interruption",
+                "no transcript" if text is None else f"{len(words(text))} words",
+            )
             self.interrupt("barge_in")
             return False
         await self.on_ignored(turn_id, reason, text)

@@ -103,6 +103,12 @@ class Reply:
 
     async def run(self) -> None:
         """The task body. Cancelling it is a barge-in; call `cancelled()` afterwards."""
+        try:
+            await self._run()
+        finally:
+            self.speaker.detach()  # its callbacks are this reply's methods: no cycle is left
+
+    async def _run(self) -> None:
         await self.s.send("response.started", turn_id=self.turn.turn_id, item_id=self.item_id)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.speaker.run())

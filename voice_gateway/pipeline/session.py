@@ -21,7 +21,15 @@ from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.audio import StreamingResampler
-from voice_gateway.pipeline.call_end import publish_call_end, refuse_waiting, speak_cached
+from voice_gateway.pipeline.call_end import (
+    drain_call,
+    publish_call_end,
+    refuse_waiting,
+    release,
+    speak_cached,
+    watch_idle,
+    wind_down,
+)
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -30,7 +38,6 @@ from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
     CLOSE_NOT_FOUND,
-    CLOSE_RESTART,
     Answered,
     AudioIn,
     Closed,
@@ -48,6 +55,7 @@ from voice_gateway.pipeline.turn import (
     SpeechStarted,
     SpeechStopped,
     TurnDetector,
+    TurnEvent,
 )
 from voice_gateway.stt.base import STTError, STTStream
 
@@ -99,6 +107,7 @@ class VoiceSession:
         self.turn_count = 0
         self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
         self._buf = b""
+        self._fed: tuple[bytes, list[TurnEvent]] | None = None  # see audio_now
         # extra per-call tasks run in the call's task group (the route's quota watcher)
         self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.ended = asyncio.Event()  # run() returned
@@ -148,15 +157,14 @@ class VoiceSession:
                 helpers = [
                     tg.create_task(self._process_turns()),
                     tg.create_task(self._watch_memory()),
-                    tg.create_task(self._watch_idle()),
+                    tg.create_task(watch_idle(self)),
                     *(tg.create_task(watch()) for watch in self.watchers),
                 ]
                 if self.agent.greeting:
                     await self.turns.put(await self._greeting())
-                # the input loop in its own task: each 20 ms frame resumes a short coroutine
-                # chain (this task's is ~12 ASGI/Starlette frames deep)
+                # own task for the input loop: a frame resumes a short chain (ASGI's is ~12 deep)
                 reason = await tg.create_task(self._input())
-                await self._wind_down(reason)
+                await wind_down(self, reason)
                 for task in helpers:
                     task.cancel()
         finally:
@@ -171,6 +179,7 @@ class VoiceSession:
                 await self.transport.close(CLOSE_NORMAL, "session ended")
             self.ended.set()
             log.info("call ended (%s) after %d turns", reason, self.turn_count)
+            release(self)
 
     async def _setup(self, info: StartInfo) -> None:
         self.input_rate, self.output_rate = info.input_rate, info.output_rate
@@ -202,6 +211,7 @@ class VoiceSession:
             reply_text=self._reply_text,
             interrupt=self.interrupt,
             speculate=lambda: self.stt.speculate(),
+            latest=lambda: self.stt.speculation(),
             spawn=lambda coro: self.tg.create_task(coro),
             on_ignored=self._ignored,
             energy=self.echo.energy,
@@ -222,6 +232,29 @@ class VoiceSession:
         )
 
     async def _input(self) -> str:
+        self.transport.audio_sink(self.audio_now)
+        try:
+            return await self._read()
+        finally:
+            self.transport.audio_sink(None)
+
+    def audio_now(self, pcm: bytes) -> bool:
+        """The transport's audio sink (Transport.audio_sink): a 20 ms frame that makes no turn
+        event (most frames; in an utterance, if STT takes it at once: `feed_now`) is handled
+        here, without waking the input task (docs/benchmarks.md, issue 20). Any other goes on
+        through `receive`; `_frame` then picks up from the detector's result (`_fed`)."""
+        det = self.detector
+        if len(pcm) != FRAME_BYTES or self.resampler or self._buf:
+            return False
+        self.last_rx, was_in = time.monotonic(), det.in_confirmed_utterance
+        events = det.feed(pcm, self.echo.near(pcm) if self.echo_on else None)
+        if events or (det.in_confirmed_utterance and not (was_in and self.stt.feed_now(pcm))):
+            self._fed = (pcm, events)
+            return False
+        self.barge_in.frame()
+        return True
+
+    async def _read(self) -> str:
         while True:
             item = await self.transport.receive()
             self.last_rx = time.monotonic()
@@ -265,7 +298,11 @@ class VoiceSession:
         # The echo canceller's output decides what is speech (the reply's echo is not);
         # STT gets the microphone as it was: AEC3 still learning the echo path suppressed a
         # caller talking over the reply by up to 29 dB (docs/operations.md, Turn-taking)
-        events = self.detector.feed(frame, self.echo.near(frame) if self.echo_on else None)
+        fed, self._fed = self._fed, None
+        if fed is not None and fed[0] is frame:  # audio_now fed the detector already
+            events = fed[1]
+        else:
+            events = self.detector.feed(frame, self.echo.near(frame) if self.echo_on else None)
         # a confirmation carries the utterance so far (this frame included) to STT
         if self.detector.in_confirmed_utterance and not any(
             isinstance(e, SpeechConfirmed) for e in events
@@ -333,21 +370,8 @@ class VoiceSession:
         task.cancel()
 
     async def drain(self, deadline: float) -> None:
-        """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
-        monotonic), then close 1012 so the client reconnects to another instance. A phone
-        call cannot reconnect: it goes on, then hears a goodbye (pipeline/phone_drain.py)."""
-        if self.transport.source == "phone":
-            from voice_gateway.pipeline.phone_drain import drain_phone
-
-            await drain_phone(self, deadline)
-            return
-        await self.transport.error(
-            "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
-        )
-        # a bounded poll, once per call at shutdown
-        while (self.busy or not self.turns.empty()) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        await self.transport.close(CLOSE_RESTART, "server shutting down")
+        """Server shutdown (pipeline/call_end.py `drain_call`)."""
+        await drain_call(self, deadline)
 
     async def _process_turns(self) -> None:
         while True:
@@ -474,24 +498,3 @@ class VoiceSession:
             while True:
                 ev: BlockChanged = await q.get()
                 await self.send("memory.updated", label=ev.label, version=ev.version)
-
-    async def _watch_idle(self) -> None:
-        while True:
-            timeout = self.voice.settings.idle_timeout_s
-            await asyncio.sleep(min(1.0, timeout / 4))
-            if self.busy:  # a reply in progress is activity too
-                self.last_rx = time.monotonic()
-            if time.monotonic() - self.last_rx > timeout:
-                await self.transport.close(CLOSE_GOING_AWAY, "idle timeout")
-                return
-
-    async def _wind_down(self, reason: str) -> None:
-        """session.end: let queued turns finish (bounded). Gone: cancel the reply, store it."""
-        deadline = time.monotonic() + 30
-        if reason != "end":
-            self.interrupt("client")
-            deadline = time.monotonic() + 10
-        while (self.busy or not self.turns.empty()) and time.monotonic() < deadline:
-            if reason != "end":
-                self.interrupt("client")
-            await asyncio.sleep(0.02)

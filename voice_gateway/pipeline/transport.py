@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,13 @@ class Transport(ABC):
 
     @abstractmethod
     async def close(self, code: int, reason: str = "") -> None: ...
+
+    def audio_sink(self, sink: Callable[[bytes], bool] | None) -> bool:
+        """Offer (None: withdraw) a synchronous sink for audio frames: the transport may call
+        `sink(pcm)` as a frame arrives, while `receive` waits with nothing queued, instead of
+        returning AudioIn from `receive`; the sink returns False to get it from `receive` after
+        all. False: this transport does not."""
+        return False
 
     async def start_within(self, seconds: float) -> StartInfo | None:
         """`start`, but a client that has not started the call after `seconds` (silent, or

@@ -161,8 +161,8 @@ class TurnDetector:
             if self._pause_text is not None:
                 self._decision.give_text(self._pause_text)
         verdict = self._decision.poll()
-        if verdict is None:  # still thinking at the silence rule's time: that rule decides
-            if silent < self.silence_ms:
+        if verdict is None:  # still thinking: its own budget (VG_TURN_BUDGET_MS) ends that
+            if silent < max(self.silence_ms, eot.max_silence_ms):
                 return False
             verdict = Verdict(None, "fallback", reason="timeout")
         self._verdict = verdict

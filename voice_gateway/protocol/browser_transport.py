@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import Message
@@ -34,6 +35,7 @@ from voice_gateway.protocol.browser import (
     parse_client_event,
 )
 from voice_gateway.protocol.socket import SocketTransport
+from voice_gateway.protocol.uvicorn_ws import SINK_EXTENSION
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,17 @@ class BrowserTransport(SocketTransport):
                 },
                 caller=event.caller,
             )
+
+    def audio_sink(self, sink: Callable[[bytes], bool] | None) -> bool:
+        """On our own WebSocket protocol (protocol/uvicorn_ws.py) binary frames go to `sink`
+        from the socket's read callback; what it declines comes through `receive` and its
+        checks (size, even length) as before."""
+        ext = self.ws.scope.get("extensions") or {}
+        setter = (ext.get(SINK_EXTENSION) or {}).get("set")
+        if setter is None:
+            return False
+        setter(sink)
+        return True
 
     async def receive(self) -> Inbound:
         while True:

@@ -133,8 +133,8 @@ class TwilioTransport(SocketTransport):
             await self.close(CLOSE_UNSUPPORTED, "mediaFormat must be audio/x-mulaw 8000 mono")
             return None
         params = start.get("customParameters") or {}
-        self.params = (
-            {safe_text(k): safe_text(v) for k, v in params.items()}
+        self.params = (  # a JSON null is no value (not the text "None")
+            {safe_text(k): safe_text(v) for k, v in params.items() if v is not None}
             if isinstance(params, dict)
             else {}
         )

@@ -19,6 +19,11 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
 - Messages wait in a deque with one waiter future instead of an asyncio.Queue.
 - Reading is paused when `ws_max_queue` messages wait unread (backpressure) and resumed when
   half of them are read, instead of after each message.
+- An audio sink (the `voice_gateway.audio_sink` ASGI extension: `set(sink)`): while the app's
+  reader waits with nothing queued, a binary frame goes straight to `sink(payload)` from the
+  read callback; the sink returns False to have it queued as usual. That skips the waiter
+  future, the reader task's wake-up and its coroutine chain for most of a call's frames
+  (pipeline/session.py `audio_now`; measured in docs/benchmarks.md).
 - Outgoing data frames (the app's `websocket.send`) are framed here and written once per event
   loop iteration: what a call sends in one go (a reply's first 240 ms of audio, the events
   that end a turn) is one system call instead of one per message; each message is still its
@@ -33,7 +38,9 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn._types import ASGIReceiveEvent, ASGISendEvent
@@ -46,6 +53,7 @@ try:
 except ImportError:  # pragma: no cover - the wheels ship the C extension
     from websockets.utils import apply_mask
 
+log = logging.getLogger(__name__)
 _TEXT, _BINARY = 0x81, 0x82  # FIN + opcode, RSV bits clear
 
 
@@ -74,6 +82,7 @@ def frame_head(opcode: int, n: int) -> bytes:
     return bytes((opcode, 127)) + n.to_bytes(8, "big")
 
 
+SINK_EXTENSION = "voice_gateway.audio_sink"  # scope["extensions"][...]["set"](sink | None)
 _MAX_HEAD = 65536  # request heads are smaller (the library refuses bigger ones anyway)
 
 
@@ -114,6 +123,14 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
         self.need = 0  # that frame's length, once its header is in
         self.owed = 0  # bytes of a frame being passed to the library still to come
         self.out: list[bytes] = []  # frames to write at the end of this loop iteration
+        self.sink: Callable[[bytes], bool] | None = None  # see SINK_EXTENSION
+
+    async def run_asgi(self) -> None:
+        self.scope["extensions"][SINK_EXTENSION] = {"set": self._set_sink}
+        await super().run_asgi()
+
+    def _set_sink(self, sink: Callable[[bytes], bool] | None) -> None:
+        self.sink = sink
 
     # ---- the handshake: the library's, then the fast path if nothing else arrived ---------
 
@@ -223,7 +240,8 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
                     break
                 payload = apply_mask(data[start + 4 : end], data[start : start + 4])
                 if b0 == _BINARY:
-                    self._deliver({"type": "websocket.receive", "bytes": payload})
+                    if not self._sunk(payload):
+                        self._deliver({"type": "websocket.receive", "bytes": payload})
                 else:
                     try:
                         text = payload.decode()
@@ -261,6 +279,20 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             super().data_received(rest)
 
     # ---- the app's side ----------------------------------------------------------------------
+
+    def _sunk(self, payload: bytes) -> bool:
+        """Did the sink take the frame? Only while the reader waits and nothing is queued, so
+        the app sees every message in order."""
+        sink, inbox = self.sink, self.inbox
+        waiter = inbox.waiter
+        if sink is None or waiter is None or waiter.done() or inbox.items:
+            return False
+        try:
+            return sink(payload)
+        except Exception:  # the read callback must not fail: the app's own path reports it
+            log.exception("the audio sink failed; frames go to the app's reader from now on")
+            self.sink = None
+            return False
 
     def _deliver(self, message: ASGIReceiveEvent) -> None:
         inbox = self.inbox

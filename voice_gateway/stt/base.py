@@ -51,9 +51,33 @@ class STTStream(ABC):
         itself). Vendor hook."""
         return None
 
+    def speculation(self) -> asyncio.Future[str] | None:
+        """The newest `speculate()` decode (a newer one cancels an older one: more of the same
+        speech), or None. Vendor hook."""
+        return None
+
     @abstractmethod
     async def push(self, pcm16_16k: bytes) -> None:
         """Vendor hook: take 20 ms of audio. Must not block on the network (queue instead)."""
+
+    def push_now(self, pcm16_16k: bytes) -> bool:
+        """Vendor hook: take 20 ms of audio without awaiting (a buffer append, a queue put)
+        and return True, if this vendor can; False (the default): `push` takes it from the
+        call's reader task. What it saves is measured in docs/benchmarks.md (issue 20): a
+        frame of speech handled in the socket's read callback (`VoiceSession.audio_now`)
+        instead of waking the reader."""
+        return False
+
+    def feed_now(self, pcm16_16k: bytes) -> bool:
+        """`push_now`, with failures held like `feed`'s; False: call `feed` instead."""
+        if self.failed is not None:
+            return True  # dropped, as `feed` would
+        try:
+            return self.push_now(pcm16_16k)
+        except Exception as exc:
+            self.failed = as_stt_error(self.provider, exc)
+            log.warning("%s; dropping the rest of the utterance", self.failed)
+            return True
 
     async def feed(self, pcm16_16k: bytes) -> None:
         """`push`, with a vendor failure held until `finish` (the audio path never raises)."""

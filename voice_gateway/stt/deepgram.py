@@ -65,8 +65,12 @@ class DeepgramStream(STTStream):
     # ---- the caller's side -------------------------------------------------------------------
 
     async def push(self, pcm16_16k: bytes) -> None:
+        self.push_now(pcm16_16k)
+
+    def push_now(self, pcm16_16k: bytes) -> bool:
         self._has_audio = True
         self._q.put_nowait(pcm16_16k)
+        return True
 
     async def _finish(self) -> str:
         if not self._has_audio:

@@ -30,7 +30,11 @@ class OpenAIStream(STTStream):
         self._buf = bytearray()
 
     async def push(self, pcm16_16k: bytes) -> None:
+        self.push_now(pcm16_16k)
+
+    def push_now(self, pcm16_16k: bytes) -> bool:
         self._buf += pcm16_16k
+        return True
 
     async def _finish(self) -> str:
         pcm, self._buf = bytes(self._buf), bytearray()

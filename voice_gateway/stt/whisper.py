@@ -134,6 +134,9 @@ class WhisperStream(STTStream):
             old.cancel()  # an older pause's decode: speech came after it
         return self._spec
 
+    def speculation(self) -> asyncio.Future[str] | None:
+        return self._spec
+
     async def _decode_quietly(self, pcm: bytes) -> str:
         try:
             return await self.stt.decode(pcm, full_window=self.narrowband)
@@ -145,6 +148,9 @@ class WhisperStream(STTStream):
         return self.input_rate < 16000
 
     async def push(self, pcm16_16k: bytes) -> None:
+        self.push_now(pcm16_16k)
+
+    def push_now(self, pcm16_16k: bytes) -> bool:
         self._buf += pcm16_16k
         self._since_partial += len(pcm16_16k)
         if (
@@ -154,6 +160,7 @@ class WhisperStream(STTStream):
         ):
             self._since_partial = 0
             self._partial_task = asyncio.create_task(self._partial(bytes(self._buf)))
+        return True
 
     async def _partial(self, pcm: bytes) -> None:
         try:

@@ -1,0 +1,199 @@
+"""End-of-turn rules compared on cached per-pause scores (bench/_turn_scores.py), in sample and
+leave-one-clip-out: for each of the 13 clips, the rule's thresholds are chosen on the other 12
+(fewest cut-offs at 500 ms pauses among the settings whose finished-clip delay p50 is under
+300 ms; ties: fewest cut-offs over all pause lengths, then the lower p50, then p95) and the
+held-out clip's samples are scored with them. espeak-ng samples are never used for tuning.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
+
+from voice_gateway.endpoint.text import text_complete
+
+
+def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = MAX_MS) -> Rule:
+    """The graded wait: (1) a voice faded by `fast_db` and Smart Turn at `fast_p` or more end
+    the turn at 200 ms, unless the transcript, when it arrives within `veto_ms` more, says the
+    words run on; (2) a finished sentence in the transcript ends it at `sentence_ms`;
+    (3) otherwise the maximum wait. Run-on words always wait."""
+
+    def rule(p: Pause) -> float:
+        t_at = text_at_ms(p)
+        tx = text_complete(p.text) if p.text is not None else None
+        drop = 0.0 if p.drop_db is None else p.drop_db
+        if drop <= fast_db and p.p >= fast_p:
+            if t_at <= 200.0 + veto_ms:
+                if tx is not False:
+                    return max(200.0, t_at)
+            else:
+                return 200.0 + veto_ms
+        if tx is True:
+            return max(sentence_ms, t_at)
+        return MAX_MS
+
+    return rule
+
+
+def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
+    """A middle step after `fast` (default: the -21 dB / 0.5 rule): when some signals agree
+    (`kind`: "model" = P ≥ 0.5, "sentence" = a finished sentence, "model|sentence",
+    "model&sentence"), end at `wait_ms`; run-on words still wait the maximum."""
+    first = fast or graded(-21, 0.5, 0)
+
+    def rule(p: Pause) -> float:
+        if (ms := first(p)) < MAX_MS:
+            return ms
+        tx = text_complete(p.text) if p.text is not None else None
+        model, sentence = p.p >= 0.5, tx is True
+        agree = {
+            "model": model,
+            "sentence": sentence,
+            "model|sentence": model or sentence,
+            "model&sentence": model and sentence,
+        }[kind]
+        if tx is False or not agree:
+            return MAX_MS
+        return max(wait_ms, text_at_ms(p)) if kind != "model" else wait_ms
+
+    return rule
+
+
+def logistic(train: list[Sample], fast_at: float, sentence_ms: float = MAX_MS) -> Rule:
+    """A logistic model of 'finished' over (fade dB, logit of Smart Turn) fitted on the
+    training clips' pauses (a finished clip's final pause: 1; every other pause: 0); P at or
+    above `fast_at` ends the turn at 200 ms; the transcript's finished sentence at `sentence_ms`."""
+    x, y = [], []
+    for s in train:
+        for p in s.pauses:
+            x.append(_feats(p))
+            y.append(1.0 if s.pause_ms == 0 and p.length_ms == math.inf else 0.0)
+    w = _fit(np.array(x), np.array(y))
+
+    def rule(p: Pause) -> float:
+        prob = 1 / (1 + math.exp(-float(np.dot(w, _feats(p)))))
+        tx = text_complete(p.text) if p.text is not None else None
+        if prob >= fast_at:
+            return 200.0
+        if tx is True:
+            return max(sentence_ms, text_at_ms(p))
+        return MAX_MS
+
+    return rule
+
+
+def _feats(p: Pause) -> list[float]:
+    q = min(max(p.p, 1e-3), 1 - 1e-3)
+    return [1.0, 0.0 if p.drop_db is None else p.drop_db / 10.0, math.log(q / (1 - q))]
+
+
+def _fit(x: np.ndarray, y: np.ndarray, l2: float = 0.1, steps: int = 500) -> np.ndarray:
+    w = np.zeros(x.shape[1])
+    for _ in range(steps):  # Newton's method, a small ridge
+        pr = 1 / (1 + np.exp(-x @ w))
+        g = x.T @ (pr - y) + l2 * w
+        h = (x * (pr * (1 - pr))[:, None]).T @ x + l2 * np.eye(len(w))
+        w -= np.linalg.solve(h, g)
+    return w
+
+
+LOGISTIC_AT = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7)
+GRID: dict[str, tuple[float, ...]] = {
+    "fast_db": (-12, -14, -15, -16, -17, -18, -19, -20, -21, -22, -24),
+    "fast_p": (0.0, 0.3, 0.5, 0.7),
+    "veto_ms": (0, 100, 250),
+}
+
+
+def _key(r: dict[str, Any]) -> tuple[float, ...]:
+    ok = r["delay_p50_ms"] is not None and r["delay_p50_ms"] < 300
+    p50, p95 = r["delay_p50_ms"] or 1e9, r["delay_p95_ms"] or 1e9
+    return (not ok, r["cuts"].get("500", 0), sum(r["cuts"].values()), p50, p95)
+
+
+def loco(samples: list[Sample], family: str, sentence_ms: float) -> dict[str, Any]:
+    """Leave-one-clip-out over the real clips."""
+    rules: dict[str, Rule] = {}
+    chosen: dict[str, Any] = {}
+    for name in sorted({s.clip for s in samples}):
+        train = [s for s in samples if s.clip != name]
+        if family == "graded":
+            best = min(
+                (dict(zip(GRID, v, strict=True)) for v in itertools.product(*GRID.values())),
+                key=lambda prm: _key(evaluate(train, graded(**prm, sentence_ms=sentence_ms))),
+            )
+            rules[name] = graded(**best, sentence_ms=sentence_ms)
+        else:
+            at = min(LOGISTIC_AT, key=lambda a: _key(evaluate(train, logistic(train, a))))
+            best = {"fast_at": at}
+            rules[name] = logistic(train, at, sentence_ms)
+        chosen[name] = best
+    out = _evaluate_per_clip(samples, rules)
+    out["chosen"] = chosen
+    return out
+
+
+def _evaluate_per_clip(held: list[Sample], rules: dict[str, Rule]) -> dict[str, Any]:
+    parts = [evaluate([s for s in held if s.clip == c], r) for c, r in rules.items()]
+    delays = [d for p in parts for d in p["delays"]]
+    cuts: dict[str, int] = {}
+    for p in parts:
+        for k, v in p["cuts"].items():
+            cuts[k] = cuts.get(k, 0) + v
+    n = {k: sum(1 for s in held if s.pause_ms == int(k)) for k in cuts}
+    return {
+        "delay_p50_ms": float(np.percentile(delays, 50)),
+        "delay_p95_ms": float(np.percentile(delays, 95)),
+        "finished_cut_early": sum(p["finished_cut_early"] for p in parts),
+        "cutoff_rate": {k: round(v / n[k], 3) for k, v in cuts.items()},
+        "cuts": cuts,
+    }
+
+
+def _brief(r: dict[str, Any]) -> dict[str, Any]:
+    keep = ("delay_p50_ms", "delay_p95_ms", "finished_cut_early", "cutoff_rate", "cuts", "chosen")
+    return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items() if k in keep}
+
+
+SENTENCE_MS = (600.0, 800.0, 1000.0, 1200.0)
+
+
+def cross_validate(samples: list[Sample]) -> dict[str, Any]:
+    """The rules in sample (all 13 clips) and held out, with espeak-ng's delays for each."""
+    real = [s for s in samples if not s.clip.startswith("espeak")]
+    espeak = [s for s in samples if s.clip.startswith("espeak:")]
+    paused = [s for s in samples if s.clip.startswith("espeak_paused")]
+    decode = [p.decode_ms for s in samples for p in s.pauses if p.decode_ms]
+    out: dict[str, Any] = {
+        "decode_ms_p50": round(float(np.median(decode)), 1) if decode else None,
+        "espeak_drop_db": sorted(
+            round(p.drop_db, 1) for s in espeak for p in s.pauses[-1:] if p.drop_db is not None
+        ),
+        "espeak_p": sorted(round(p.p, 2) for s in espeak for p in s.pauses[-1:]),
+    }
+    fixed: dict[str, Rule] = {
+        "old_defaults": graded(-14, 0.5, 250),  # smart + transcript + fade -14 dB, wait 250 ms
+        "fade_-21_model_0.5": graded(-21, 0.5, 0),
+        "fade_-21_model_0.5_wait_250": graded(-21, 0.5, 250),
+        "fade_-20_alone": graded(-20, 0.0, 0),
+        **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
+    }
+    for kind in ("model", "model|sentence", "model&sentence"):
+        for ms in (600.0, 800.0, 1000.0):
+            fixed[f"fade_-21_model_0.5_then_{kind}_{int(ms)}"] = middle(kind, ms)
+    for name, rule in fixed.items():
+        r = _brief(evaluate(real, rule))
+        r["espeak"] = _brief(evaluate(espeak, rule))
+        r["espeak_number_pause_cut"] = evaluate(paused, rule)["cuts"]
+        out[f"in_sample:{name}"] = r
+    for ms in (MAX_MS, *SENTENCE_MS):
+        for fam in ("graded", "logistic"):
+            out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))
+    for k, v in out.items():
+        print(k, {a: b for a, b in v.items() if a != "chosen"} if isinstance(v, dict) else v)
+    return out

@@ -1,0 +1,176 @@
+"""The barge-in judge (pipeline/overlap.py) on its own, with a scripted clock and transcripts:
+what cancels a playing reply, what is ignored, and the reason each cancellation is logged with
+(an operator reading why a caller's reply was cut)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from voice_gateway.pipeline.overlap import BargeIn, may_be_backchannel, phrase_set
+
+REPLY = "Here is sentence number one of a rather long answer about tea."
+
+
+class Call:
+    """What the session gives the judge: a clock on the input timeline, a playing reply, the
+    interrupts it asked for and the speech it reported ignored."""
+
+    def __init__(self, transcript: str | None, *, echo_on: bool = False) -> None:
+        self.t = 0
+        self.playing = True
+        self.transcript = transcript
+        self.interrupts: list[str] = []
+        self.ignored: list[tuple[str, str]] = []
+        self.barge = BargeIn(
+            check_ms=360,
+            max_ms=1000,
+            phrases=phrase_set("mm-hmm, yeah, okay"),
+            echo_on=echo_on,
+            now_ms=lambda: self.t,
+            playing=lambda: self.playing,
+            reply_text=lambda: REPLY,
+            interrupt=self.interrupts.append,
+            speculate=self._speculate,
+            spawn=asyncio.ensure_future,
+            on_ignored=self._ignored,
+        )
+
+    def _speculate(self) -> asyncio.Future[str] | None:
+        if self.transcript is None:
+            return None
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.transcript)
+        return fut
+
+    async def _ignored(self, turn_id: str, reason: str, text: str) -> None:
+        self.ignored.append((reason, text))
+
+    async def speak(self, ms: int) -> None:
+        """The caller speaks over the reply for `ms` (confirmed at once), 20 ms a frame."""
+        self.barge.confirmed(self.t)
+        for _ in range(ms // 20):
+            self.t += 20
+            self.barge.frame()
+            await asyncio.sleep(0)  # a check's transcript is judged
+
+
+@pytest.mark.parametrize(
+    ("heard", "echo_on", "cancels", "why"),
+    [
+        ("Wait, stop, I meant Tuesday.", False, True, "its words are an interruption"),
+        ("Mm-hmm.", False, False, None),
+        ("sentence number one", True, False, None),  # the reply's own words: its echo
+        ("sentence number one", False, True, "its words are an interruption"),
+        (None, False, True, "no partial transcript from this STT"),
+    ],
+)
+async def test_what_cancels_a_playing_reply(
+    heard: str | None,
+    echo_on: bool,
+    cancels: bool,
+    why: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "voice_gateway.pipeline.overlap")
+    call = Call(heard, echo_on=echo_on)
+    await call.speak(600)
+    assert call.interrupts == (["barge_in"] if cancels else [])
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("barge-in")]
+    assert logged == ([f"barge-in: {why}"] if why else [])
+    for word in (heard or "").split():  # logs hold no caller's words
+        if len(word) > 3:
+            assert word.strip(".,") not in caplog.text
+
+
+async def test_long_speech_cancels_unless_it_may_be_the_echo(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "voice_gateway.pipeline.overlap")
+    call = Call("Mm-hmm.")  # a backchannel that goes on: past max_ms it is an interruption
+    await call.speak(1200)
+    assert call.interrupts == ["barge_in"]
+    assert "barge-in: 1000 ms of speech" in caplog.text
+    echo = Call("sentence number one", echo_on=True)  # heard as the reply's echo: never
+    await echo.speak(2000)
+    assert echo.interrupts == []
+
+
+async def test_an_utterance_that_ends_undecided_is_judged_on_its_whole_transcript(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "voice_gateway.pipeline.overlap")
+    for text, cancels in (("No, that is not what I asked.", True), ("yeah okay", False)):
+        call = Call(text)
+        await call.speak(200)  # shorter than check_ms: no check ran
+        ov = call.barge.ended()
+        assert ov is not None
+        final = asyncio.ensure_future(asyncio.sleep(0, result=text))
+        ignored = await call.barge.judge_final(final, "turn-1", ov)
+        assert ignored is not cancels
+        assert call.interrupts == (["barge_in"] if cancels else [])
+        assert call.ignored == ([] if cancels else [("backchannel", text)])
+    assert "the utterance over the reply ended (7 words) -> interruption" in caplog.text
+    for text in ("Wait", "Tuesday", "asked"):  # logs hold no caller's words
+        assert text not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("heard", "maybe"),
+    [
+        ("M", True),  # the start of "Mm-hmm", as whisper wrote it
+        ("Ye", True),
+        ("yeah, ok", True),
+        ("Yeah, ri", True),  # a backchannel, then the start of another
+        ("I", True),  # "I see" may follow: one more check decides
+        ("Wait", False),
+        ("Stop", False),
+        ("yeah wait", False),
+        ("", False),
+    ],
+)
+def test_a_backchannel_still_being_spoken(heard: str, maybe: bool) -> None:
+    phrases = phrase_set("mm-hmm, yeah, okay, ok, right, i see")
+    assert may_be_backchannel(heard, phrases) is maybe
+
+
+async def test_the_start_of_a_backchannel_waits_for_the_rest() -> None:
+    """A check that hears "M" of "Mm-hmm" cancels nothing; the utterance's whole transcript is
+    a backchannel, ignored. Speech that goes on past max_ms still cancels."""
+    call = Call("M")
+    await call.speak(600)  # one check at 360 ms heard "M"
+    assert call.interrupts == []
+    ov = call.barge.ended()
+    assert ov is not None
+    final = asyncio.ensure_future(asyncio.sleep(0, result="Mm-hmm."))
+    assert await call.barge.judge_final(final, "turn-1", ov) is True
+    assert call.interrupts == [] and call.ignored == [("backchannel", "Mm-hmm.")]
+    long = Call("M")
+    await long.speak(1200)
+    assert long.interrupts == ["barge_in"]
+
+
+async def test_a_check_superseded_by_a_newer_decode_takes_its_answer() -> None:
+    """The speech paused ("Wait, stop"): the stream's newer speculative decode cancelled the
+    check's own; the check is answered by the newer one instead of waiting for the next check
+    (with the newer one not consulted, nothing cancels within the 600 ms spoken here)."""
+    loop = asyncio.get_running_loop()
+    own: asyncio.Future[str] = loop.create_future()
+    newer: asyncio.Future[str] = loop.create_future()
+    call = Call("unused")
+    call.barge.speculate = lambda: own
+    call.barge.latest = lambda: newer
+    call.barge.confirmed(0)
+    for _ in range(19):  # 380 ms: the check starts on its own decode
+        call.t += 20
+        call.barge.frame()
+    await asyncio.sleep(0)
+    own.cancel()  # superseded
+    await asyncio.sleep(0)
+    assert call.interrupts == []
+    newer.set_result("Wait, stop")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert call.interrupts == ["barge_in"]
