@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from voice_gateway.pipeline.overlap import BargeIn, may_be_backchannel, phrase_set
+from voice_gateway.pipeline.overlap import BargeIn, judge, may_be_backchannel, phrase_set
 
 REPLY = "Here is sentence number one of a rather long answer about tea."
 
@@ -83,6 +83,32 @@ async def test_what_cancels_a_playing_reply(
     for word in (heard or "").split():  # logs hold no caller's words
         if len(word) > 3:
             assert word.strip(".,") not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("heard", "removed_db", "reason"),
+    [
+        # what whisper made of a reply's echo while AEC3 learned its path under load (CI)
+        ("Here it's", 13.0, "echo"),  # mostly removed: echo, whatever the words
+        ("here will send", 14.4, "echo"),
+        ("Here it's", 7.0, "echo"),  # partly removed: one word in three of the reply's is echo
+        ("Here it's", 2.0, None),  # barely removed: most words must be the reply's
+        ("Here is sentence.", 2.0, "echo"),
+        # a caller over the reply loses 0-3 dB (the double-talk guard): words decide
+        ("about wait", 3.0, None),
+        ("Wait, stop, I meant Tuesday.", 3.0, None),
+        ("Wait, stop, I meant Tuesday about tea.", 7.0, None),  # 2 of 7 words the reply's
+        ("Mm-hmm.", 7.0, "backchannel"),
+        ("", 0.0, "echo"),
+    ],
+)
+def test_how_much_the_canceller_removed_weighs_with_the_words(
+    heard: str, removed_db: float, reason: str | None
+) -> None:
+    phrases = phrase_set("mm-hmm, yeah, okay")
+    assert judge(heard, phrases, REPLY, True, removed_db) == reason
+    if reason == "echo" and heard:  # with the canceller off nothing is taken for echo
+        assert judge(heard, phrases, REPLY, False, removed_db) is None
 
 
 async def test_long_speech_cancels_unless_it_may_be_the_echo(
