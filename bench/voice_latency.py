@@ -16,6 +16,11 @@ The gateway runs in its own process; one caller streams espeak-ng sentences in r
 - `words_20ms`: a 0 ms model that streams its words 20 ms apart (~65 tokens/s, a fast hosted
   model) and starts with a long sentence: the first audio waits for the first speakable chunk
   (pipeline/sentences.py: the first sentence, or its first comma past 60 characters).
+`--speech real`: the caller reads real recordings instead (Debian's pocketsphinx-testdata, the
+13 clips of bench/turn_taking.py, each twice), with the 0 ms model only: espeak-ng sentences
+end at full level and Smart Turn calls them unfinished (docs/benchmarks.md, `turn_taking`), so
+`smart` is measured on the speech it was trained for; the caller's last sound is the clip's
+last frame within 25 dB of its loudest.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from _common import emit, parser, summary
 from _voice import last_sound_frame, load, speech_clip, start_gateway, timed_client
 
 from tests.support.fake_llm import FakeLLM, Reply
+from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.servers import ServerThread
 from tests.support.speech import silence
 
@@ -52,16 +58,26 @@ CASES = (
 PARTS = ("endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voice_ms")
 
 
-async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
+def utterances(real: bool) -> list[tuple[np.ndarray, int]]:
+    """(speech, index of its last frame with sound) for each sentence the caller says."""
+    if not real:
+        return [(s := speech_clip(t), last_sound_frame(s)) for t in SENTENCES]
+    found = clips()
+    if not found:
+        raise SystemExit(MISSING)
+    return [(c.pcm, speech_span(c.pcm)[1] - 1) for c in found]
+
+
+async def run(url: str, turns: int, warmup: int, said: list[tuple[np.ndarray, int]]) -> Any:
     c = await timed_client(url).connect()
     await c.start()
     parts: dict[str, list[float]] = {p: [] for p in PARTS}
     client: list[float] = []
     for i in range(warmup + turns):
-        speech = speech_clip(SENTENCES[i % len(SENTENCES)])
+        speech, last_sound = said[i % len(said)]
         clip = np.concatenate([silence(300), speech, silence(1800)])  # smart may wait 1.6 s
         base = len(c.sent_at)
-        last = base + last_sound_frame(clip)
+        last = base + 15 + last_sound  # (the 300 ms of silence first: 15 frames)
         done = len(c.of_type("response.done"))
         await c.stream(clip, 16000)
         await c.wait_for("response.done", timeout=60, count=done + 1)
@@ -84,16 +100,35 @@ async def run(url: str, turns: int, warmup: int) -> dict[str, Any]:
     return out
 
 
+def rule(results: dict[str, Any]) -> None:
+    fast, slow = results["ttft_0ms"], results["ttft_300ms"]
+    added = slow["voice_to_voice_ms"]["p50_ms"] - fast["voice_to_voice_ms"]["p50_ms"]
+    results["ttft_300ms_adds_p50_ms"] = round(float(added), 1)
+    streamed = results["words_20ms"]["voice_to_voice_ms"]["p50_ms"]
+    results["words_20ms_adds_p50_ms"] = round(
+        float(streamed - fast["voice_to_voice_ms"]["p50_ms"]), 1
+    )
+    after = fast["after_endpoint_ms"].get("p50_ms", float("inf"))
+    results["pass_rule"] = (
+        "0 ms model: after_endpoint p50 < 15 ms; the 300 ms model adds < 310 ms; the streamed "
+        "reply adds < 300 ms (its first sentence, 13 words at 20 ms, plus 40 ms)"
+    )
+    results["passed"] = bool(after < 15 and added < 310 and results["words_20ms_adds_p50_ms"] < 300)
+
+
 def main() -> None:
     p = parser(__doc__ or "")
     p.add_argument("--turn-detection", default="vad", choices=("vad", "smart"))
+    p.add_argument("--speech", default="espeak", choices=("espeak", "real"))
     args = p.parse_args()
-    turns, warmup = (4, 1) if args.quick else (24, 2)
+    real = args.speech == "real"
+    said = utterances(real)
+    turns, warmup = (4, 1) if args.quick else (2 * len(said) if real else 24, 2)
     llm = FakeLLM()
     llm_srv = ServerThread(llm.app).start()
     results: dict[str, Any] = {}
     try:
-        for key, ttft, text, delay in CASES:
+        for key, ttft, text, delay in CASES[:1] if real else CASES:
             llm.responder = lambda body, t=ttft, x=text, d=delay: Reply(  # type: ignore[misc]
                 text=x, ttft_s=t, chunk_delay_s=d
             )
@@ -109,26 +144,20 @@ def main() -> None:
                 try:
                     agent = gw.agent(model="openai/fake")
                     url = f"{gw.ws_url}/v1/agents/{agent}/voice"
-                    results[key] = asyncio.run(run(url, turns, warmup))
+                    results[key] = asyncio.run(run(url, turns, warmup, said))
                 finally:
                     gw.stop()
     finally:
         llm_srv.stop()
-    fast, slow = results["ttft_0ms"], results["ttft_300ms"]
-    added = slow["voice_to_voice_ms"]["p50_ms"] - fast["voice_to_voice_ms"]["p50_ms"]
-    results["ttft_300ms_adds_p50_ms"] = round(float(added), 1)
-    streamed = results["words_20ms"]["voice_to_voice_ms"]["p50_ms"]
-    results["words_20ms_adds_p50_ms"] = round(
-        float(streamed - fast["voice_to_voice_ms"]["p50_ms"]), 1
-    )
-    after = fast["after_endpoint_ms"].get("p50_ms", float("inf"))
-    results["pass_rule"] = (
-        "0 ms model: after_endpoint p50 < 15 ms; the 300 ms model adds < 310 ms; the streamed "
-        "reply adds < 300 ms (its first sentence, 13 words at 20 ms, plus 40 ms)"
-    )
-    results["passed"] = bool(after < 15 and added < 310 and results["words_20ms_adds_p50_ms"] < 300)
+    if real:
+        v2v = results["ttft_0ms"]["voice_to_voice_ms"].get("p50_ms", float("inf"))
+        results["pass_rule"] = "real recorded speech, 0 ms model: voice_to_voice p50 < 400 ms"
+        results["passed"] = bool(v2v < 400)
+    else:
+        rule(results)
     name = "voice_latency" if args.turn_detection == "vad" else "voice_latency_smart"
-    extra = {"turn_detection": args.turn_detection}
+    name += "_real" if real else ""
+    extra = {"turn_detection": args.turn_detection, "speech": args.speech}
     emit(name, {"turns": turns, "quick": args.quick, **extra, **results, **load()})
 
 

@@ -20,6 +20,8 @@ Reported:
   state (summarized and evicted every ~10 turns) within the warm-up, and what still grows
   after it is a leak, not a cache filling. The timing instrumentation keeps a fixed-size
   uniform sample (bench/_frames.py Reservoir), so it does not grow either.
+  `grown_by_mapping`: which mappings grew (/proc/pid/smaps): malloc's arenas show as
+  "[anon]"/"[heap]", SQLite's shared WAL index as "soak.db-shm";
 - frame handling in the gateway (VoiceSession._audio per 20 ms frame) and the client-observed
   latency (voiced frame sent -> its `speech.started` received): p50/p99;
 - errors: `error` events, calls that closed with anything but 1000, calls that failed to
@@ -53,6 +55,26 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_by_mapping(pid: int) -> dict[str, float]:
+    """Resident MB per mapping name (/proc/pid/smaps): "[anon]" for malloc's arenas and other
+    unnamed memory, "[heap]", a shared library, the SQLite -shm file, ..."""
+    out: dict[str, float] = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+        elif head and head[0] == "Rss:":
+            out[name] = out.get(name, 0.0) + int(head[1]) / 1024
+    return out
+
+
+def grown_mappings(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The mappings whose resident size grew most (MB)."""
+    grown = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)[:6]
+    return {Path(k).name or k: round(mb, 2) for mb, k in grown if mb > 0.05}
 
 
 async def _caller(
@@ -188,6 +210,7 @@ def main() -> None:
                 procs.append(proc)
             t0 = time.monotonic()
             samples: list[tuple[float, float]] = []
+            maps_warm: dict[str, float] = {}
             warm: dict[str, Any] | None = None
             at_warm: dict[str, Any] = {}
             baseline_at = args.warmup
@@ -201,11 +224,13 @@ def main() -> None:
                     # baseline is the RSS after it, not before
                     baseline_at = time.monotonic() - t0
                     samples.append((baseline_at, rss_mb(gw.proc.pid)))
+                    maps_warm = rss_by_mapping(gw.proc.pid)
                 time.sleep(2.0)
             results = [pp.recv() for pp in pipes]
             for proc in procs:
                 proc.join(30)
             server = gw.stats()
+            maps_end = rss_by_mapping(gw.proc.pid)
         finally:
             gw.stop()
     measured = [(t, m) for t, m in samples if t >= baseline_at]
@@ -237,6 +262,7 @@ def main() -> None:
                 "max": round(max(ms), 1),
                 "growth_pct": round(growth, 2),
                 "slope_mb_per_min": round(slope, 3),
+                "grown_by_mapping": grown_mappings(maps_warm, maps_end),
                 "samples": [
                     (round(t), round(m, 1)) for t, m in samples[:: max(1, len(samples) // 30)]
                 ],
