@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+from voice_gateway.echo.base import EchoCanceller
 from voice_gateway.pipeline.overlap import BargeIn, judge, may_be_backchannel, phrase_set
 
 REPLY = "Here is sentence number one of a rather long answer about tea."
@@ -200,3 +201,41 @@ async def test_a_check_superseded_by_a_newer_decode_takes_its_answer() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
     assert call.interrupts == ["barge_in"]
+
+
+class Learning(EchoCanceller):
+    """A canceller that has processed `cancelled_s` of reply audio and removed nothing."""
+
+    name = "learning"
+
+    def __init__(self, cancelled_s: float) -> None:
+        self.cancelled_s = cancelled_s
+
+    def far(self, pcm: bytes) -> None:
+        return None
+
+    def near(self, frame: bytes) -> bytes:
+        return frame
+
+
+async def test_a_canceller_still_learning_hears_the_speech_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Over the call's first 1.5 s of reply audio the canceller is still learning the echo
+    path: words that are not the reply's (its echo, garbled) cancel nothing yet, nor does
+    the speech's length; once it has learned, the next check decides as usual."""
+    caplog.set_level(logging.INFO, "voice_gateway.pipeline.overlap")
+    echo = Learning(0.4)
+    call = Call("Hollow hair", echo_on=True)
+    call.barge.echo = echo
+    await call.speak(1400)  # three checks and past max_ms, all while learning
+    assert call.interrupts == []
+    assert "the canceller is still learning: heard again" in caplog.text
+    echo.cancelled_s = 1.6
+    call.barge.overlap = None
+    await call.speak(600)
+    assert call.interrupts == ["barge_in"]
+    learned = Call("Hollow hair", echo_on=True)
+    learned.barge.echo = Learning(1.6)
+    await learned.speak(600)
+    assert learned.interrupts == ["barge_in"]

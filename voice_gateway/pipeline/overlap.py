@@ -9,11 +9,12 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from voice_gateway.echo.base import EchoCanceller, NoCanceller
 from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,10 @@ ECHO_REMOVED_DB = 12.0  # the canceller took this much out of the speech: it was
 # the path was learned under load had 8.8-14.4 dB removed: "Here it's", "here will send")
 PARTLY_REMOVED_DB = 6.0  # this much removed: a third of the words being the reply's is echo
 PARTLY_SHARE = 1 / 3  # ("Here it's" at 13.0 dB: one word of two; else 0.6 of them)
+LEARNING_S = 1.5  # the canceller has processed less reply audio than this in the call: it is
+# still learning the echo path, and what it lets through is no evidence of a caller (the
+# greeting's echo had 5.3 dB removed and two words heard when a check cut it): an
+# "interruption" is heard again at the next check instead (tests/e2e speakerphone test)
 
 
 def judge(
@@ -130,7 +135,7 @@ class BargeIn:
     speculate: Callable[[], asyncio.Future[str] | None]
     spawn: Spawn
     on_ignored: Callable[[str, str, str], Awaitable[None]]  # (turn_id, reason, text)
-    energy: Callable[[], tuple[float, float]] = lambda: (0.0, 0.0)  # the echo canceller's
+    echo: EchoCanceller = field(default_factory=NoCanceller)  # its energy totals, its age
     # the newest speculative decode: a check's own is cancelled by a newer one when the speech
     # pauses (a comma in "Wait, stop"), and that one, of more of the same speech, answers it
     latest: Callable[[], asyncio.Future[str] | None] = lambda: None
@@ -139,7 +144,7 @@ class BargeIn:
     def confirmed(self, start_ms: int) -> None:
         """Speech long enough to count: over a playing reply it is judged, else it cancels."""
         if self.playing():
-            self.overlap = Overlap(start_ms, self.energy())
+            self.overlap = Overlap(start_ms, self.echo.energy())
         else:
             self.interrupt("barge_in")  # (a no-op unless a reply is under way, still silent)
 
@@ -180,12 +185,19 @@ class BargeIn:
             return
         reason = self.reason(spec.result(), ov)
         unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
+        learning = reason is None and self.echo_on and self.echo.cancelled_s < LEARNING_S
         log.info(  # never the words themselves: logs hold no caller's words
             "speech over the reply: %d words (%.1f dB removed as echo) -> %s",
             len(words(spec.result())),
-            removed_db(ov.energy, self.energy()),
-            "maybe a backchannel: heard again" if unsure else reason or "interruption",
+            removed_db(ov.energy, self.echo.energy()),
+            "maybe a backchannel: heard again"
+            if unsure
+            else "the canceller is still learning: heard again"
+            if learning
+            else reason or "interruption",
         )
+        if learning:
+            return  # (ov.echo unchanged: long speech waits for the canceller too)
         ov.echo = reason == "echo"  # re-checked every check_ms: the caller may join in
         if unsure:
             return  # a backchannel still being spoken: the next check or its end decides
@@ -193,7 +205,7 @@ class BargeIn:
             self._cancel(ov, "its words are an interruption")
 
     def reason(self, text: str, ov: Overlap) -> str | None:
-        removed = removed_db(ov.energy, self.energy())
+        removed = removed_db(ov.energy, self.echo.energy())
         return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
 
     def ended(self) -> Overlap | None:

@@ -214,7 +214,7 @@ class VoiceSession:
             latest=lambda: self.stt.speculation(),
             spawn=lambda coro: self.tg.create_task(coro),
             on_ignored=self._ignored,
-            energy=self.echo.energy,
+            echo=self.echo,
         )
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
