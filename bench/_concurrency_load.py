@@ -31,15 +31,31 @@ class Pattern:
         return (self.endpoint - self.last) * 20
 
 
+def _speech(text: str) -> tuple[np.ndarray, int]:
+    if not text.startswith("real:"):
+        speech = speech_clip(text)
+        return speech, last_sound_frame(speech)
+    from tests.support.real_speech import MISSING, clips, speech_span
+
+    found = {c.name: c.pcm for c in clips()}
+    if text[5:] not in found:
+        raise SystemExit(MISSING if not found else f"no recording {text[5:]}: {sorted(found)}")
+    pcm = found[text[5:]]
+    return pcm, speech_span(pcm)[1] - 1
+
+
 def cycle_pattern(
     cycle_s: float = CYCLE_S, text: str = LONG_SPEECH, endpoint_ms: int = ENDPOINT_MS
 ) -> Pattern:
+    """The caller's cycle: `text` spoken by espeak-ng, or `real:<clip>` one of the recordings
+    of tests/support/real_speech.py (its last sound: the last frame within 25 dB of its
+    loudest), then silence to fill `cycle_s`."""
     from tests.support.speech import frames
     from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
     from voice_gateway.settings import Settings
     from voice_gateway.vad import create_vad
 
-    speech = speech_clip(text)
+    speech, last = _speech(text)
     pad = int(cycle_s * 16000) - len(speech)
     if pad <= 0:
         raise SystemExit(
@@ -57,7 +73,6 @@ def cycle_pattern(
         for k in range(2 * len(pattern))  # the second cycle: the detector's state as in a call
         if any(isinstance(e, SpeechStopped) for e in detector.feed(pattern[k % len(pattern)]))
     ]
-    last = last_sound_frame(speech)
     if not ends or ends[-1] <= last:
         raise SystemExit(f"the turn does not end within the {cycle_s} s cycle")
     return Pattern(pattern, last, ends[-1])
