@@ -183,18 +183,21 @@ class BargeIn:
         ov.check = None
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
-        reason = self.reason(spec.result(), ov)
+        removed = removed_db(ov.energy, self.echo.energy())
+        reason = judge(spec.result(), self.phrases, self.reply_text(), self.echo_on, removed)
         unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
         learning = reason is None and self.echo_on and self.echo.cancelled_s < LEARNING_S
+        if unsure:
+            verdict = "maybe a backchannel: heard again"
+        elif learning:
+            verdict = "the canceller is still learning: heard again"
+        else:
+            verdict = reason or "interruption"
         log.info(  # never the words themselves: logs hold no caller's words
             "speech over the reply: %d words (%.1f dB removed as echo) -> %s",
             len(words(spec.result())),
-            removed_db(ov.energy, self.echo.energy()),
-            "maybe a backchannel: heard again"
-            if unsure
-            else "the canceller is still learning: heard again"
-            if learning
-            else reason or "interruption",
+            removed,
+            verdict,
         )
         if learning:
             return  # (ov.echo unchanged: long speech waits for the canceller too)
