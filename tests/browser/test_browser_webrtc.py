@@ -40,16 +40,17 @@ async def test_webrtc_call_in_the_browser(pw: Playwright, bg: VoiceGateway, tmp_
         assert await bp.vg(".transport") == "webrtc" and await bp.vg(".mic") == "on"
         assert wer(UTTERANCE, said) <= 0.15, said
         assert await bp.text(".msg.agent .text") == REPLY
-        # reply audio arrived over RTP: packets, and energy while the reply plays
-        peak = 0.0
+        # reply audio arrived over RTP: packets, and energy. totalAudioEnergy is the sum of
+        # audioLevel^2 x duration over the call, so it keeps the reply once it has played;
+        # the instantaneous audioLevel, sampled every 250 ms, can miss a short reply whole
+        # (CI: peak 0.009 sampled, energy 0.33). Silence adds ~0; 0.02 is 2 s at level 0.1.
         for _ in range(40):
             stats = await bp.page.evaluate("() => window.vg.rtcStats()")
-            peak = max(peak, stats["audioLevel"])
-            if peak > 0.01 and stats["totalAudioEnergy"] > 0:
+            if stats["totalAudioEnergy"] > 0.02:
                 break
             await asyncio.sleep(0.25)
         assert stats["packetsReceived"] > 50 and stats["packetsSent"] > 50, stats
-        assert peak > 0.01 and stats["totalAudioEnergy"] > 0, (peak, stats)
+        assert stats["totalAudioEnergy"] > 0.02, stats
         assert await bp.page.locator("audio[data-role=webrtc-reply]").count() == 1
         await bp.page.click("#connect")  # hang up: DELETE on the call's URL
         await bp.wait("vg.state === 'idle'")
