@@ -3,6 +3,7 @@ rules, the summary rows."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from _common import summary
@@ -30,6 +31,25 @@ def reply_figures(
         "turns_unanswered": unanswered,
         "latency_minus_endpoint": summary(latencies),
     }
+
+
+_TURN_FIELDS = ("endpointing_ms", "end_of_turn_ms", "stt_ms", "llm_ttft_ms", "voice_to_voice_ms")
+
+
+def turn_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gateway's own `turn.metrics` of the level's turns (docs/voice_socket.md), each
+    timing summarised, and what ended the turns: where a late reply waited (the silence, the
+    end-of-turn model, the transcript, the model's time)."""
+    out: dict[str, Any] = {
+        k: summary([m[k] for m in metrics if isinstance(m.get(k), int | float)])
+        for k in _TURN_FIELDS
+    }
+    eot = [m["end_of_turn"] for m in metrics if isinstance(m.get("end_of_turn"), dict)]
+    out["end_of_turn_model_ms"] = summary(
+        [e["model_ms"] for e in eot if isinstance(e.get("model_ms"), int | float)]
+    )
+    out["end_of_turn_source"] = dict(Counter(str(e.get("source")) for e in eot))
+    return out
 
 
 def _verdict(
@@ -83,6 +103,7 @@ def _verdict(
         "server_loop_lag": server["loop_lag"],
         "server_gc_pauses": server["gc_pauses"],
         "server_gc": server["gc"],
+        "server_turn_metrics": turn_metrics(server.get("turn_metrics", [])),
         "server_cpu": {
             **server["cpu"],
             "main_thread_us_per_frame": round(main_s / max(1, sent) * 1e6, 2),

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import faster_whisper.transcribe as fw
 import numpy as np
@@ -119,3 +123,32 @@ async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list
     assert "library" in (await stream.finish()).lower()
     assert encoder_inputs == [3000]
     await stt.aclose()
+
+
+def _nice_of(tid: int) -> int:
+    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+def _threads() -> set[int]:
+    return {int(t) for t in os.listdir("/proc/self/task")}
+
+
+async def test_decodes_run_at_a_lower_cpu_priority_with_ctranslate2s_threads() -> None:
+    """The decode pool's threads, and the CTranslate2 workers a decode starts from them, yield
+    the CPU to the event loop and the end-of-turn model (VG_STT_NICE)."""
+    base = _nice_of(threading.get_native_id())
+    before = _threads()
+    stt = WhisperSTT(nice=3)
+    try:
+        text = await stt.decode(speak("What time does the library open?").tobytes())
+        assert "library" in text.lower()
+        loop = asyncio.get_running_loop()
+        ids = [loop.run_in_executor(stt.pool, threading.get_native_id) for _ in range(4)]
+        pool = set(await asyncio.gather(*ids))
+        assert pool and all(_nice_of(t) == base + 3 for t in pool)
+        started = _threads() - before - pool  # threads the decodes created
+        assert any(_nice_of(t) == base + 3 for t in started), started
+        assert _nice_of(threading.get_native_id()) == base  # the caller's thread is untouched
+    finally:
+        await stt.aclose()
