@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
-import threading
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,30 +126,55 @@ async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list
     await stt.aclose()
 
 
-def _nice_of(tid: int) -> int:
-    stat = Path(f"/proc/self/task/{tid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+_NICE_PROBE = """
+import asyncio, json, os, threading
+from tests.support.speech import speak
+from voice_gateway.stt.whisper import WhisperSTT
 
+def nices():
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        stat = open(f"/proc/self/task/{t}/stat").read()
+        out[int(t)] = int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
+    return out
 
-def _threads() -> set[int]:
-    return {int(t) for t in os.listdir("/proc/self/task")}
-
-
-async def test_decodes_run_at_a_lower_cpu_priority_with_ctranslate2s_threads() -> None:
-    """The decode pool's threads, and the CTranslate2 workers a decode starts from them, yield
-    the CPU to the event loop and the end-of-turn model (VG_STT_NICE)."""
-    base = _nice_of(threading.get_native_id())
-    before = _threads()
+async def main():
+    pcm = speak("What time does the library open?").tobytes()
+    before = nices()
     stt = WhisperSTT(nice=3)
-    try:
-        text = await stt.decode(speak("What time does the library open?").tobytes())
-        assert "library" in text.lower()
-        loop = asyncio.get_running_loop()
-        ids = [loop.run_in_executor(stt.pool, threading.get_native_id) for _ in range(4)]
-        pool = set(await asyncio.gather(*ids))
-        assert pool and all(_nice_of(t) == base + 3 for t in pool)
-        started = _threads() - before - pool  # threads the decodes created
-        assert any(_nice_of(t) == base + 3 for t in started), started
-        assert _nice_of(threading.get_native_id()) == base  # the caller's thread is untouched
-    finally:
-        await stt.aclose()
+    await stt.warmup()  # as the gateway does at start: the model loads on the decode pool
+    text = await stt.decode(pcm)
+    loop = asyncio.get_running_loop()
+    ids = [loop.run_in_executor(stt.pool, threading.get_native_id) for _ in range(4)]
+    pool = sorted(set(await asyncio.gather(*ids)))
+    after = nices()
+    new = {t: n for t, n in after.items() if t not in before}
+    print(json.dumps({"text": text, "main": after[threading.get_native_id()],
+                      "base": before[threading.get_native_id()], "pool": pool,
+                      "new": {str(t): n for t, n in new.items()}}))
+
+asyncio.run(main())
+"""
+
+
+def test_decodes_run_at_a_lower_cpu_priority_with_ctranslate2s_threads() -> None:
+    """The decode pool's threads, and the CTranslate2 workers its model load starts, yield the
+    CPU to the event loop and the end-of-turn model (VG_STT_NICE). A fresh process: the model
+    is loaded once per process, and its workers take the priority of the thread that loads it."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", _NICE_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "library" in got["text"].lower()
+    assert got["main"] == got["base"]  # the caller's thread is untouched
+    new = {int(t): n for t, n in got["new"].items()}
+    assert set(got["pool"]) <= set(new)
+    assert all(n == got["base"] + 3 for n in new.values()), new
+    assert len(new) > len(got["pool"]), new  # CTranslate2's workers, niced too
