@@ -12,11 +12,12 @@ measures both).
 
 The decode threads run at a lower CPU priority (`nice`, VG_STT_NICE; CTranslate2's worker
 threads inherit it from the pool thread that loads the model): a decode is throughput, while
-the event loop's frames and the end-of-turn model's verdict are latency. Smart Turn's inference starts while the same
-pause's speculative decode holds both cores; at 12 and 16 calls (bench/turn_capacity.py) it took
-p95 99 / 108 ms, max 146 / 127 ms at the same priority and 75 / 87 ms, max 83 / 98 ms with
-nice 5. The caller's reply p99 did not move with it (the transcript then waits about as much
-longer): what it buys is a verdict on time, not a sooner reply (docs/benchmarks.md)."""
+the event loop's frames and the end-of-turn model's verdict are latency. Smart Turn's
+inference starts while the same pause's speculative decode holds both cores; at 12 and 16
+calls (bench/turn_capacity.py) it took p95 99 / 108 ms, max 146 / 127 ms at the same priority
+and 75 / 87 ms, max 83 / 98 ms with nice 5. The caller's reply p99 did not move with it (the
+transcript then waits about as much longer): what it buys is a verdict on time, within
+VG_TURN_BUDGET_MS, not a sooner reply (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
