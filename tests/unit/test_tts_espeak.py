@@ -79,11 +79,14 @@ def likeness(a: bytes, b: bytes) -> float:
 
 
 def same_speech(ours: bytes, ref: bytes) -> None:
-    """The same words: speech starts within 10 ms, lasts as long within 100 ms."""
+    """The same words: speech starts within 10 ms, lasts as long within 100 ms, and the loudness
+    contours match. The same text after different predecessors (espeak-ng's carried state, see
+    the module doc) scored 0.68-1.0, other texts of SENTENCES -0.39-0.19 (2026-11-27, 72
+    utterances in shuffled orders); 0.8 failed a full run at 0.697."""
     (a0, a1), (b0, b1) = speech_span(ours), speech_span(ref)
     assert abs(a0 - b0) <= RATE // 100
     assert abs((a1 - a0) - (b1 - b0)) <= RATE // 10
-    assert likeness(ours, ref) > 0.8
+    assert likeness(ours, ref) > 0.5
 
 
 def program(args: list[str], stdin: str | None = None) -> bytes:
@@ -163,10 +166,11 @@ async def test_resampled_to_the_rate_asked_for() -> None:
 
 async def test_concurrent_tasks_and_loops_are_not_interleaved() -> None:
     # espeak-ng carries state from one text to the next (a pause tens of ms longer or shorter
-    # shifts the loudness contour: likeness 0.69-0.76 against the same text after another
-    # predecessor, measured 2026-11-27; two full runs failed on it). Spoken concurrently, a
-    # text follows any of the others, so its references are the text spoken alone after each
-    # possible predecessor: an output must match one of them
+    # shifts the loudness contour: likeness 0.68-0.76 against the same text after another
+    # predecessor, measured 2026-11-27; three full runs failed on it, see same_speech). Spoken
+    # concurrently, a text follows any of the others, so its references are the text spoken
+    # alone after each possible predecessor: an output must match one of them, and match its
+    # own text's references better than any other text's
     alone: dict[str, list[bytes]] = {t: [] for t in SENTENCES}
     for before in SENTENCES:
         for t in SENTENCES:
@@ -187,8 +191,10 @@ async def test_concurrent_tasks_and_loops_are_not_interleaved() -> None:
     await asyncio.to_thread(lambda: [t.join() for t in threads])
     assert len(in_threads) == 2
     for i, pcm in enumerate([*together, *in_threads[0], *in_threads[1]]):
-        refs = alone[SENTENCES[i % len(SENTENCES)]]
-        same_speech(pcm, max(refs, key=lambda ref: likeness(pcm, ref)))
+        text = SENTENCES[i % len(SENTENCES)]
+        same_speech(pcm, max(alone[text], key=lambda ref: likeness(pcm, ref)))
+        closest = max(SENTENCES, key=lambda t: max(likeness(pcm, ref) for ref in alone[t]))
+        assert closest == text  # its own words, not another text's spliced in
 
 
 async def test_a_cancelled_job_stops_at_its_next_buffer_and_the_next_one_works() -> None:
