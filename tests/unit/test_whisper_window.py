@@ -178,3 +178,18 @@ def test_decodes_run_at_a_lower_cpu_priority_with_ctranslate2s_threads() -> None
     assert set(got["pool"]) <= set(new)
     assert all(n == got["base"] + 3 for n in new.values()), new
     assert len(new) > len(got["pool"]), new  # CTranslate2's workers, niced too
+
+
+@pytest.mark.parametrize("value", ["-1", "20", "low"])
+def test_an_stt_nice_out_of_range_stops_the_settings(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from pydantic import ValidationError
+
+    from voice_gateway.settings import Settings
+
+    monkeypatch.setenv("VG_STT_NICE", value)
+    with pytest.raises(ValidationError, match="stt_nice"):
+        Settings()
+    monkeypatch.setenv("VG_STT_NICE", "0")  # 0: decodes at the process's own priority
+    assert Settings().stt_nice == 0
