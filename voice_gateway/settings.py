@@ -100,7 +100,6 @@ class Settings(BaseSettings):
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
     stt_threads: int = 2
-    stt_nice: int = Field(5, ge=0, le=19)  # local whisper's decode threads yield the CPU
     stt_partials: bool = False
     # Provider options, one meaning each (checked against the vendor's published list at
     # start: voice_gateway/provider_check.py)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import faster_whisper.transcribe as fw
 import numpy as np
@@ -124,72 +119,3 @@ async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list
     assert "library" in (await stream.finish()).lower()
     assert encoder_inputs == [3000]
     await stt.aclose()
-
-
-_NICE_PROBE = """
-import asyncio, json, os, threading
-from tests.support.speech import speak
-from voice_gateway.stt.whisper import WhisperSTT
-
-def nices():
-    out = {}
-    for t in os.listdir("/proc/self/task"):
-        stat = open(f"/proc/self/task/{t}/stat").read()
-        out[int(t)] = int(stat.rsplit(")", 1)[1].split()[16])  # field 19: nice
-    return out
-
-async def main():
-    pcm = speak("What time does the library open?").tobytes()
-    before = nices()
-    stt = WhisperSTT(nice=3)
-    await stt.warmup()  # as the gateway does at start: the model loads on the decode pool
-    text = await stt.decode(pcm)
-    loop = asyncio.get_running_loop()
-    ids = [loop.run_in_executor(stt.pool, threading.get_native_id) for _ in range(4)]
-    pool = sorted(set(await asyncio.gather(*ids)))
-    after = nices()
-    new = {t: n for t, n in after.items() if t not in before}
-    print(json.dumps({"text": text, "main": after[threading.get_native_id()],
-                      "base": before[threading.get_native_id()], "pool": pool,
-                      "new": {str(t): n for t, n in new.items()}}))
-
-asyncio.run(main())
-"""
-
-
-def test_decodes_run_at_a_lower_cpu_priority_with_ctranslate2s_threads() -> None:
-    """The decode pool's threads, and the CTranslate2 workers its model load starts, yield the
-    CPU to the event loop and the end-of-turn model (VG_STT_NICE). A fresh process: the model
-    is loaded once per process, and its workers take the priority of the thread that loads it."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    run = subprocess.run(
-        [sys.executable, "-c", _NICE_PROBE],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert run.returncode == 0, run.stderr
-    got = json.loads(run.stdout.strip().splitlines()[-1])
-    assert "library" in got["text"].lower()
-    assert got["main"] == got["base"]  # the caller's thread is untouched
-    new = {int(t): n for t, n in got["new"].items()}
-    assert set(got["pool"]) <= set(new)
-    assert all(n == got["base"] + 3 for n in new.values()), new
-    assert len(new) > len(got["pool"]), new  # CTranslate2's workers, niced too
-
-
-@pytest.mark.parametrize("value", ["-1", "20", "low"])
-def test_an_stt_nice_out_of_range_stops_the_settings(
-    monkeypatch: pytest.MonkeyPatch, value: str
-) -> None:
-    from pydantic import ValidationError
-
-    from voice_gateway.settings import Settings
-
-    monkeypatch.setenv("VG_STT_NICE", value)
-    with pytest.raises(ValidationError, match="stt_nice"):
-        Settings()
-    monkeypatch.setenv("VG_STT_NICE", "0")  # 0: decodes at the process's own priority
-    assert Settings().stt_nice == 0

@@ -21,7 +21,6 @@ def create_stt(
     *,
     threads: int = 2,
     partials: bool = False,
-    nice: int = 5,
     openai_model: str = "gpt-4o-mini-transcribe",
     deepgram_model: str = "nova-3",
     openai_api_key: str | None = None,
@@ -34,7 +33,7 @@ def create_stt(
     if name == "whisper":
         from voice_gateway.stt.whisper import WhisperSTT
 
-        return WhisperSTT(threads=threads, partials=partials, nice=nice)
+        return WhisperSTT(threads=threads, partials=partials)
     if name == "deepgram":
         from voice_gateway.stt.deepgram import DeepgramSTT
 

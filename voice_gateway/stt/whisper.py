@@ -8,21 +8,11 @@ utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 
 loop (compressible text, or no word at all) is decoded again the standard way, with the 30 s window
 and faster-whisper's temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
 audio) keep the standard window: there the short one was no more accurate (bench/voice_stt.py
-measures both).
-
-The decode threads run at a lower CPU priority (`nice`, VG_STT_NICE; CTranslate2's worker
-threads inherit it from the pool thread that loads the model): a decode is throughput, while
-the event loop's frames and the end-of-turn model's verdict are latency. Smart Turn's
-inference starts while the same pause's speculative decode holds both cores; at 12 and 16
-calls (bench/turn_capacity.py) it took p95 99 / 108 ms, max 146 / 127 ms at the same priority
-and 75 / 87 ms, max 83 / 98 ms with nice 5. The caller's reply p99 did not move with it (the
-transcript then waits about as much longer): what it buys is a verdict on time, within
-VG_TURN_BUDGET_MS, not a sooner reply (docs/benchmarks.md)."""
+measures both)."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 import zlib
@@ -39,7 +29,6 @@ PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700
 SHORT_MIN_FRAMES = 1000  # 10 s of 10 ms mel frames: the smallest window the encoder sees
 SHORT_PAD_FRAMES = 200  # 2 s of padding after the utterance
 MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
-log = logging.getLogger(__name__)
 _model_lock = threading.Lock()
 _model: Any = None
 _window = threading.local()  # .full: this thread's decode uses the standard 30 s window
@@ -216,30 +205,13 @@ class WhisperStream(STTStream):
         await self.reset()
 
 
-def lower_priority(nice: int) -> None:
-    """Make the calling OS thread `nice` steps less favoured (Linux: per thread; the threads it
-    creates from now on inherit it). Raising a priority needs privileges, lowering never."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-    except OSError as exc:  # e.g. a sandbox without the system call: decodes run as before
-        log.warning("could not lower the whisper threads' CPU priority: %s", exc)
-
-
 class WhisperSTT(STTProvider):
     name = "whisper"
 
-    def __init__(self, threads: int = 2, partials: bool = False, nice: int = 5) -> None:
+    def __init__(self, threads: int = 2, partials: bool = False) -> None:
         self.threads = threads
         self.partials = partials
-        self.pool = ThreadPoolExecutor(
-            max_workers=max(1, threads),
-            thread_name_prefix="whisper",
-            initializer=lower_priority,
-            initargs=(nice,),
-        )
+        self.pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="whisper")
 
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return WhisperStream(self, on_partial if self.partials else None)
