@@ -183,8 +183,8 @@ class BargeIn:
         ov.check = None
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
-        removed = removed_db(ov.energy, self.echo.energy())
-        reason = judge(spec.result(), self.phrases, self.reply_text(), self.echo_on, removed)
+        removed = self.removed(ov)
+        reason = self.reason(spec.result(), removed)
         unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
         learning = reason is None and self.echo_on and self.echo.cancelled_s < LEARNING_S
         if unsure:
@@ -207,8 +207,11 @@ class BargeIn:
         if reason is None:
             self._cancel(ov, "its words are an interruption")
 
-    def reason(self, text: str, ov: Overlap) -> str | None:
-        removed = removed_db(ov.energy, self.echo.energy())
+    def removed(self, ov: Overlap) -> float:
+        """dB of the overlap's sound that the echo canceller took out (echo's share)."""
+        return removed_db(ov.energy, self.echo.energy())
+
+    def reason(self, text: str, removed: float) -> str | None:
         return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
 
     def ended(self) -> Overlap | None:
@@ -225,7 +228,7 @@ class BargeIn:
         await asyncio.wait([transcript])
         result = None if transcript.cancelled() else transcript.result()
         text = result.strip() if isinstance(result, str) else None
-        reason = None if text is None else self.reason(text, ov)
+        reason = None if text is None else self.reason(text, self.removed(ov))
         if reason is None or text is None:
             log.info(
                 "barge-in: the utterance over the reply ended (%s) -> interruption",
