@@ -8,6 +8,7 @@ Run a benchmark as `.venv/bin/python bench/<name>.py [--quick]`; it imports thes
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -96,25 +97,51 @@ def postgres_admin_url() -> str | None:
     return "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
+class TempPostgresDatabases:
+    """Fresh PostgreSQL databases for a synchronous benchmark (gateways in child processes):
+    `new()` creates one and returns its async URL; `drop_all()` drops every one made."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.names: list[str] = []
+
+    def new(self) -> str:
+        name, url = _fresh(self.admin_url)
+        asyncio.run(_admin(self.admin_url, f'CREATE DATABASE "{name}"'))
+        self.names.append(name)
+        return url
+
+    def drop_all(self) -> None:
+        for name in self.names:
+            asyncio.run(_admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self.names = []
+
+
+def _fresh(admin_url: str) -> tuple[str, str]:
+    """A new database name on the server of `admin_url`, and its async URL."""
+    import uuid
+
+    name = f"vg_bench_{uuid.uuid4().hex[:10]}"
+    base = admin_url.rsplit("/", 1)[0].split("://", 1)[1]
+    return name, f"postgresql+asyncpg://{base}/{name}"
+
+
+async def _admin(admin_url: str, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
 @asynccontextmanager
 async def temp_postgres(admin_url: str) -> AsyncIterator[str]:
     """A fresh database on the server of `admin_url` for the duration; yields its async URL."""
-    import uuid
-
-    import asyncpg
-
-    name = f"vg_bench_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(admin_url)
+    name, url = _fresh(admin_url)
+    await _admin(admin_url, f'CREATE DATABASE "{name}"')
     try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
+        yield url
     finally:
-        await conn.close()
-    base = admin_url.rsplit("/", 1)[0].split("://", 1)[1]
-    try:
-        yield f"postgresql+asyncpg://{base}/{name}"
-    finally:
-        conn = await asyncpg.connect(admin_url)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
+        await _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from _capacity import overload_figures, start_workers
-from _common import emit, parser, ratio
+from _common import TempPostgresDatabases, emit, parser, postgres_admin_url, ratio
 from _concurrency_consts import (
     CYCLE_S,
     ENDPOINT_MS,
@@ -224,6 +224,13 @@ def main() -> None:
     )
     p.add_argument("--redis", action="store_true", help="Redis even with one worker")
     p.add_argument(
+        "--database",
+        default="sqlite",
+        choices=["sqlite", "postgres"],
+        help="the gateways' database: a SQLite file each, or a fresh database each on the "
+        "PostgreSQL server of VG_BENCH_POSTGRES_URL / VG_TEST_POSTGRES_URL / 127.0.0.1:5432",
+    )
+    p.add_argument(
         "--overload",
         action="store_true",
         help="after the sweep: a fresh gateway whose call slots (VG_PROCESS_MAX_CALLS) are the "
@@ -257,11 +264,20 @@ def main() -> None:
 
             redis = RedisServer(free_port(), tmp).start()
 
+        pg = None
+        if args.database == "postgres":
+            admin = postgres_admin_url()
+            if admin is None:
+                sys.exit("--database postgres: no PostgreSQL server answers")
+            pg = TempPostgresDatabases(admin)
+
         def launch(impl: str, layout: str, tag: str, **admission: Any) -> Any:
             k = len(impls) * LAYOUTS.index(layout) + impls.index(impl) + (8 if tag else 0)
             return start_workers(
                 args.workers,
-                f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{impl}-{layout}{tag}.db'}",
+                pg.new()
+                if pg is not None
+                else f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{impl}-{layout}{tag}.db'}",
                 llm={"reply": "Sure thing."},
                 stt="instant-mute" if args.no_turns else "instant",
                 tts="instant",
@@ -367,6 +383,8 @@ def main() -> None:
         finally:
             if redis is not None:
                 redis.stop()
+            if pg is not None:
+                pg.drop_all()
 
     shared_vs_per_call = {
         impl: {
@@ -418,6 +436,7 @@ def main() -> None:
             },
             "workers": args.workers,
             "redis": redis is not None,
+            "database": args.database,
             "table": [row(lv["ws"], lv["agents"], args.client, lv) for lv in out],
             "overload": {
                 "rule": "offered twice the capacity (the largest level holding both rules, or "
