@@ -24,13 +24,20 @@ from websockets.frames import apply_mask
 from websockets.sync.client import ClientConnection, connect
 
 from tests.support.servers import ServerThread
-from voice_gateway.protocol.uvicorn_ws import SINK_EXTENSION, FastWebSocketProtocol, ws_protocol
+from voice_gateway.protocol.uvicorn_ws import (
+    SEND_EXTENSION,
+    SINK_EXTENSION,
+    FastWebSocketProtocol,
+    ws_protocol,
+)
 
 MAX_SIZE = 70_000  # the servers' ws_max_size (uvicorn's default is 16 MiB)
 MAX_QUEUE = 32
 BURST = [0, 1, 125, 126, 127, 65535, 65536, 100_000]  # around each payload length encoding
 GATE = threading.Event()  # the /slow app reads nothing until it is set
 DISCONNECTS: dict[str, int] = {}  # ?id= of a connection -> the code its app saw
+SENT_NOW: dict[str, list[bool]] = {}  # ?id= -> what send_now answered, in order ("mixed")
+MIXED = [b"\x00" * 640, "a", b"\x01" * 200, b"\x02" * 70_000, "b é", b"", "c"]
 
 
 async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -63,7 +70,27 @@ async def echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "websocket.send", "text": "done é"})
             await send({"type": "websocket.close", "code": 4001, "reason": "after"})
             continue
+        if text == "mixed":
+            await mixed(scope, send, conn_id)
+            continue
         await send({"type": "websocket.send", "text": text, "bytes": msg.get("bytes")})
+
+
+async def mixed(scope: dict[str, Any], send: Any, conn_id: str) -> None:
+    """MIXED, every third message through the ASGI send and the rest through the send_now
+    extension (where the protocol has it), then a close, then send_now once more."""
+    now = (scope["extensions"].get(SEND_EXTENSION) or {}).get("send")
+    answers = SENT_NOW.setdefault(conn_id, [])
+    for i, m in enumerate(MIXED):
+        if i % 3 and now is not None:
+            answers.append(now(m))
+            if answers[-1]:
+                continue
+        key = "text" if isinstance(m, str) else "bytes"
+        await send({"type": "websocket.send", key: m})
+    await send({"type": "websocket.close", "code": 4002, "reason": "mixed"})
+    if now is not None:
+        answers.append(now(b"after the close"))
 
 
 async def sink_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -307,6 +334,24 @@ def test_a_burst_of_sends_arrives_in_order_before_the_close(server: ServerThread
             ws.recv(timeout=5)
         rcvd = ws.protocol.close_rcvd
         assert rcvd is not None and (rcvd.code, rcvd.reason) == (4001, "after")
+
+
+def test_send_now_keeps_the_order_of_the_asgi_sends(server: ServerThread) -> None:
+    """Messages queued by the send_now extension (what the voice socket's reply audio and
+    events use) and by the ASGI send leave in the order the app made them, each its own
+    frame, before the close that follows; after the close send_now declines. uvicorn's own
+    protocol has no such extension."""
+    conn_id = f"mixed-{server.ws_url[-5:]}"
+    with client(server, conn_id=conn_id) as ws:
+        ws.send("mixed")
+        got = [ws.recv(timeout=5) for _ in MIXED]
+        assert got == MIXED
+        assert close_code(ws) == 4002
+    answers = SENT_NOW.get(conn_id, [])
+    if is_fast(server):
+        assert answers == [True, True, True, True, False]
+    else:
+        assert answers == []
 
 
 def test_audio_sink_takes_frames_only_in_order(server: ServerThread) -> None:

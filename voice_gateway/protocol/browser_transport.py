@@ -35,7 +35,7 @@ from voice_gateway.protocol.browser import (
     parse_client_event,
 )
 from voice_gateway.protocol.socket import SocketTransport
-from voice_gateway.protocol.uvicorn_ws import SINK_EXTENSION
+from voice_gateway.protocol.uvicorn_ws import SEND_EXTENSION, SINK_EXTENSION
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ class BrowserTransport(SocketTransport):
         self.ws = ws
         self.agent_id = agent_id
         self.closed = False
+        # on our own WebSocket protocol: queue a message without the ASGI send chain
+        ext = (ws.scope.get("extensions") or {}).get(SEND_EXTENSION) or {}
+        self.send_now: Callable[[bytes | str], bool] | None = ext.get("send")
 
     async def _next(self) -> dict[str, Any] | None:
         """One raw frame, with the size limit applied; None when the peer is gone."""
@@ -145,13 +148,16 @@ class BrowserTransport(SocketTransport):
     async def send_event(self, event: dict[str, Any]) -> None:
         if self.closed:
             return
+        text = json.dumps(event)
+        if self.send_now is not None and self.send_now(text):
+            return
         try:
-            await self.ws.send_text(json.dumps(event))
+            await self.ws.send_text(text)
         except (WebSocketDisconnect, RuntimeError, OSError):
             self.closed = True
 
     async def send_audio(self, item_id: str, pcm: bytes) -> None:
-        if self.closed:
+        if self.closed or (self.send_now is not None and self.send_now(pcm)):
             return
         try:
             await self.ws.send_bytes(pcm)

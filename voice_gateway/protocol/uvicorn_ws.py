@@ -83,6 +83,7 @@ def frame_head(opcode: int, n: int) -> bytes:
 
 
 SINK_EXTENSION = "voice_gateway.audio_sink"  # scope["extensions"][...]["set"](sink | None)
+SEND_EXTENSION = "voice_gateway.send_now"  # scope["extensions"][...]["send"](bytes | str)
 _MAX_HEAD = 65536  # request heads are smaller (the library refuses bigger ones anyway)
 
 
@@ -127,6 +128,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
 
     async def run_asgi(self) -> None:
         self.scope["extensions"][SINK_EXTENSION] = {"set": self._set_sink}
+        self.scope["extensions"][SEND_EXTENSION] = {"send": self.send_now}
         await super().run_asgi()
 
     def _set_sink(self, sink: Callable[[bytes], bool] | None) -> None:
@@ -194,6 +196,21 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             and conn.state is State.OPEN
             and not conn.extensions
         )
+
+    def send_now(self, data: bytes | str) -> bool:
+        """A data frame queued at once (the `voice_gateway.send_now` extension), if `send`
+        would queue it without waiting: the transport takes writes and the connection is
+        open. False: use `send`. What it skips per message (the ASGI send chain: Starlette's
+        WebSocket.send and exception wrapper, this class's `send`, the flow-control wait, four
+        coroutines) is what a reply's 20 ms audio frames and events paid one by one
+        (docs/benchmarks.md, issue 20)."""
+        if self.disconnected or not self.writable.is_set() or not self._may_frame():
+            return False
+        if isinstance(data, str):
+            self._queue_frame(_TEXT, data.encode())
+        else:
+            self._queue_frame(_BINARY, data)
+        return True
 
     def _queue_frame(self, opcode: int, payload: bytes) -> None:
         out = self.out
