@@ -97,7 +97,7 @@ class Memory:
         conv = ConversationData.model_validate(
             _CONVERSATIONS.decode(conv_rows[0], sqlite=self.db.is_sqlite)
         )
-        return self.agents.decode(rows), conv
+        return self.agents.decode_for_turn(conversation_id, rows), conv
 
     async def finish_turn(
         self,
