@@ -2,9 +2,11 @@
 
 The gateway runs in its own process (uvicorn + uvloop + httptools, as `voice-gateway serve`)
 with instant STT/LLM/TTS (subclasses of our provider base classes) and the real webrtcvad on
-every 20 ms frame; turns go through the real agent loop and SQLite. Load generators run in
-separate processes (bench/_wsload.py: a light RFC 6455 client, real masked frames on real
-sockets at real-time pace; --client websockets uses the websockets library's client instead):
+every 20 ms frame; turns go through the real agent loop and SQLite (`--database postgres`:
+a fresh database on the local PostgreSQL server; `--redis` for the bus and turn locks). Load
+generators run in separate processes (bench/_wsload.py: a light RFC 6455 client, real masked
+frames on real sockets at real-time pace; --client websockets uses the websockets library's
+client instead):
 each call streams a --cycle long pattern (espeak-ng speech, then silence) as 20 ms PCM16
 frames, at its own phase, so it takes one turn per cycle and hears a short reply. (500 calls
 at 8 s are ~62 agent turns per second, at 3 s ~167, each with SQLite writes.)

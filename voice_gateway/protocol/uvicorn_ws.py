@@ -32,7 +32,8 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
   (cProfile, with the write's system call; 44 messages per turn): see
   docs/benchmarks.md#capacity-by-the-callers-measure-issue-20. Control frames and the closing
   handshake stay the library's, after a flush of what is pending, so the order on the wire
-  is the order of the sends.
+  is the order of the sends. The `voice_gateway.send_now` extension (`send(data)`) queues a
+  data frame the same way without the ASGI send chain, when `send` would not have waited.
 """
 
 from __future__ import annotations
