@@ -141,7 +141,7 @@ class AgentStore:
         comes only from rows read for that caller. A copy, because a turn replaces its own
         `blocks` (agents/tools/memory_tools.py). Saves the decode: ~24 µs alone, ~0.15 ms
         per turn at 500 calls (docs/benchmarks.md, issue 20); the comparison and the copy
-        cost ~3 µs."""
+        cost ~3 µs. Erasure drops a conversation's entry (`forget`)."""
         turns = self._turns
         hit = turns.get(conversation_id)
         if hit is not None and hit[0] == rows:
@@ -153,6 +153,10 @@ class AgentStore:
         if len(turns) > self.TURN_CACHE:
             turns.popitem(last=False)
         return agent
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop the conversation's kept agent (its caller's blocks with it): erasure."""
+        self._turns.pop(conversation_id, None)
 
     async def tags(self, *, user_id: str | None = None, scoped: bool = False) -> list[str]:
         """Every tag on the agents one may see, sorted, each once."""

@@ -29,6 +29,7 @@ async def erase_caller(gw: Any, identity_id: str) -> dict[str, Any]:
     for conv in convs:
         runs.forget(conv.id)
         memory.messages.cache.drop(conv.id)
+        memory.agents.forget(conv.id)
         gw.loop.contexts.forget(conv.id)
     for agent_id in erased.agent_ids:
         gw.loop.prompts.forget(agent_id)

@@ -85,6 +85,13 @@ def test_erase_one_caller(
     assert r.status_code == 200 and r.json()["identity_id"] == idents[KEY_A]
     listed = http.get("/v1/identities/", params={"agent_id": agent["id"]}).json()
     assert {i["identifier_key"] for i in listed} == {KEY_A, KEY_B}
+    # a turn after the correction: the gateway keeps this turn's agent, block included, in RAM
+    r = http.post(
+        f"/v1/conversations/{convs[KEY_A]}/messages", json={"input": "hi", "streaming": False}
+    )
+    assert r.status_code == 200, r.text
+    kept = gw.app.state.gw.memory.agents._turns  # memory/agents.py decode_for_turn
+    assert WORDS_A in repr(kept.get(convs[KEY_A]))
 
     deadline = time.monotonic() + 20  # the outbox publisher puts each turn on the stream
     while time.monotonic() < deadline:
@@ -105,6 +112,7 @@ def test_erase_one_caller(
 
     rows = "\n".join(_rows(gw))
     stream = _stream_text(redis_url)
+    assert WORDS_A.split()[0] not in repr(kept)  # and gone from RAM
     for word in (*WORDS_A.split(), KEY_A, idents[KEY_A]):
         assert word not in rows, word
         assert word not in stream, word
