@@ -48,8 +48,14 @@ class BrowserTransport(SocketTransport):
         self.agent_id = agent_id
         self.closed = False
         # on our own WebSocket protocol: queue a message without the ASGI send chain
-        ext = (ws.scope.get("extensions") or {}).get(SEND_EXTENSION) or {}
-        self.send_now: Callable[[bytes | str], bool] | None = ext.get("send")
+        self.send_now: Callable[[bytes | str], bool] | None = self._extension(
+            SEND_EXTENSION, "send"
+        )
+
+    def _extension(self, name: str, key: str) -> Any:
+        """A callable of our protocol's ASGI extension `name` (protocol/uvicorn_ws.py), or
+        None on another protocol."""
+        return ((self.ws.scope.get("extensions") or {}).get(name) or {}).get(key)
 
     async def _next(self) -> dict[str, Any] | None:
         """One raw frame, with the size limit applied; None when the peer is gone."""
@@ -109,8 +115,7 @@ class BrowserTransport(SocketTransport):
         """On our own WebSocket protocol (protocol/uvicorn_ws.py) binary frames go to `sink`
         from the socket's read callback; what it declines comes through `receive` and its
         checks (size, even length) as before."""
-        ext = self.ws.scope.get("extensions") or {}
-        setter = (ext.get(SINK_EXTENSION) or {}).get("set")
+        setter = self._extension(SINK_EXTENSION, "set")
         if setter is None:
             return False
         setter(sink)
