@@ -119,3 +119,24 @@ async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list
     assert "library" in (await stream.finish()).lower()
     assert encoder_inputs == [3000]
     await stt.aclose()
+
+
+async def test_a_speculative_decode_keeps_a_looped_text_and_the_final_one_does_not(
+    encoder_inputs: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause's (or a barge-in check's) decode is not redone with the 30 s window when its
+    text looks looped (1.1 s on a 2-vCPU Xeon, for speech cut mid-word), and such a text is
+    never the turn's transcript: the end of the turn decodes again."""
+    monkeypatch.setattr(whisper, "looks_looped", lambda text: "library" in text.lower())
+    stt = WhisperSTT()
+    stream = stt.open_stream()
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    for i in range(0, len(pcm), 640):
+        await stream.feed(pcm[i : i + 640])
+    spec = stream.speculate()
+    assert spec is not None and "library" in (await spec).lower()
+    assert encoder_inputs == [1000]  # the short window only
+    assert "library" in (await stream.finish(speculated=True)).lower()
+    assert encoder_inputs == [1000, 1000, 3000]  # decoded again, and that one redone in full
+    assert stream.speculation_used == 0
+    await stt.aclose()

@@ -103,12 +103,16 @@ def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
         _window.full = False
 
 
-def transcribe(audio: np.ndarray, threads: int, *, full_window: bool = False) -> str:
+def transcribe(
+    audio: np.ndarray, threads: int, *, full_window: bool = False, retry_looped: bool = True
+) -> str:
     """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (used for
-    narrowband speech, where the short window showed no gain in accuracy; see the module doc)."""
+    narrowband speech, where the short window showed no gain in accuracy; see the module doc).
+    `retry_looped` False: a looped short-window text is returned as it is (see
+    WhisperStream.speculate)."""
     model = load_model(threads)
     text = _decode(model, audio, full=full_window)
-    if not full_window and looks_looped(text):
+    if retry_looped and not full_window and looks_looped(text):
         text = _decode(model, audio, full=True)
     return text if any(ch.isalnum() for ch in text) else ""  # "." is not an utterance
 
@@ -127,7 +131,12 @@ class WhisperStream(STTStream):
 
     def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
         # the silence a final decode would have after the last word: tiny.en's words change
-        # with it (narrowband "green tea please" became "green deep leaves" at 180 ms)
+        # with it (narrowband "green tea please" became "green deep leaves" at 180 ms).
+        # A looped text is not decoded again with the 30 s window here: a barge-in check hears
+        # speech cut mid-word ("Wait, st" -> "wait wait wait ..."), whose words still tell an
+        # interruption from a backchannel, and that re-decode took 1.1 s on a 2-vCPU Xeon
+        # (an interruption cancelled at barge_in_max_ms instead of after its first check);
+        # `_finish` never takes a looped text as the final transcript
         pcm = bytes(self._buf) + bytes(pad_ms * 32)
         old, self._spec = self._spec, asyncio.create_task(self._decode_quietly(pcm))
         if old is not None and not old.done():
@@ -139,7 +148,7 @@ class WhisperStream(STTStream):
 
     async def _decode_quietly(self, pcm: bytes) -> str:
         try:
-            return await self.stt.decode(pcm, full_window=self.narrowband)
+            return await self.stt.decode(pcm, full_window=self.narrowband, retry_looped=False)
         except STTError:
             return ""
 
@@ -180,7 +189,7 @@ class WhisperStream(STTStream):
         # tea please" -> "green deep leaves" with 180 ms instead of 300 ms after it)
         if spec is not None and self.speculated and not self.narrowband:
             text = await spec  # decoded during the pause: the same words, already there
-            if text:
+            if text and not looks_looped(text):
                 self.speculation_used += 1
                 return text
         if spec is not None and not spec.done():
@@ -216,15 +225,16 @@ class WhisperSTT(STTProvider):
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return WhisperStream(self, on_partial if self.partials else None)
 
-    async def decode(self, pcm: bytes, *, full_window: bool = False) -> str:
+    async def decode(
+        self, pcm: bytes, *, full_window: bool = False, retry_looped: bool = True
+    ) -> str:
         if len(pcm) < MIN_SAMPLES * 2:
             return ""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
         loop = asyncio.get_running_loop()
+        run = partial(transcribe, full_window=full_window, retry_looped=retry_looped)
         try:
-            return await loop.run_in_executor(
-                self.pool, partial(transcribe, full_window=full_window), audio, self.threads
-            )
+            return await loop.run_in_executor(self.pool, run, audio, self.threads)
         except STTError:
             raise
         except Exception as exc:
