@@ -66,9 +66,11 @@ def test_only_the_last_four_seconds_count() -> None:
         (0.9, None, False, (False, "prosody")),
         (0.9, False, True, (False, "text")),
         (0.2, None, True, (False, "model")),
+        (None, None, False, (False, "prosody")),  # not asked: the voice did not fade
+        (None, False, False, (False, "text")),
     ],
 )
-def test_combine(p: float, text: bool | None, fade: bool | None, expected: object) -> None:
+def test_combine(p: float | None, text: bool | None, fade: bool | None, expected: object) -> None:
     assert combine(p, text, 0.5, fade) == expected
 
 
@@ -77,6 +79,45 @@ def test_a_confident_model_waits_when_the_voice_did_not_fade() -> None:
     _, ev = stop_of(feed_wall(det, [(STEADY, 30), (QUIET, 70)]))
     assert ev.end_of_turn_ms == 1000 and ev.verdict is not None
     assert ev.verdict.complete is False and ev.verdict.source == "prosody"
+
+
+def test_a_voice_that_did_not_fade_is_not_sent_to_the_model() -> None:
+    """Its "done" would be vetoed, so the model is not asked: the same wait, no inference,
+    and no fallback to the silence rule when the model's pool is full (the wait does not
+    depend on the load)."""
+    model = Scripted(0.9)
+    det = smart(model, use_text=False, fade_db=-14.0)
+    _, ev = stop_of(feed_wall(det, [(STEADY, 30), (QUIET, 70)]))
+    assert model.calls == 0 and ev.end_of_turn_ms == 1000 and ev.verdict is not None
+    assert ev.verdict.source == "prosody" and ev.verdict.probability is None
+    busy = Scripted(0.9)
+    busy.in_flight = busy.workers  # every worker taken by other calls
+    det = smart(busy, use_text=False, fade_db=-14.0)
+    _, ev = stop_of(feed_wall(det, [(STEADY, 30), (QUIET, 70)]))
+    assert ev.end_of_turn_ms == 1000 and ev.verdict is not None and ev.verdict.source == "prosody"
+    # a faded voice is still scored, and the full pool still falls back (to the silence rule)
+    det = smart(busy, use_text=False, fade_db=-14.0)
+    pattern = [(STEADY, 30)] + [(f, 1) for f in FADE] + [(QUIET, 60)]
+    _, ev = stop_of(feed_wall(det, pattern))
+    assert ev.verdict is not None and ev.verdict.source == "fallback"
+
+
+def test_a_finished_sentence_ends_an_unfaded_voice_without_the_model() -> None:
+    model = Scripted(0.1)
+    det = smart(model, fade_db=-14.0, sentence_ms=600)
+    out = []
+    for _ in range(30):
+        out += det.feed(STEADY)
+    pause = det.pauses + 1
+    for i in range(70):
+        out += det.feed(QUIET)
+        if i == 4:
+            det.give_text(pause, "Can you remind me to call my sister?")
+        time.sleep(0.02)
+    stop = next(e for e in out if isinstance(e, SpeechStopped))
+    assert model.calls == 0 and stop.verdict is not None
+    assert stop.verdict.complete and stop.verdict.source == "text"
+    assert 600 <= stop.end_of_turn_ms < 700
 
 
 def test_a_confident_model_and_a_faded_voice_end_the_turn_early() -> None:

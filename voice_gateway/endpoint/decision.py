@@ -4,7 +4,8 @@
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
    (endpoint/prosody.py, `fade_db`): the turn ends at the short silence (200 ms), after
-   waiting up to `text_wait_ms` for a transcript still being decoded (its veto).
+   waiting up to `text_wait_ms` for a transcript still being decoded (its veto). A voice that
+   did not fade is not sent to the model at all (SmartTurn.decide): its "done" would not count.
 3. The transcript is a finished sentence ("Can you remind me to call my sister?"): the turn
    ends at `sentence_ms` of silence (0: not used), without the model or the fade.
 4. Otherwise: the max silence.
@@ -28,12 +29,14 @@ log = logging.getLogger(__name__)
 
 
 def combine(
-    p: float, text: bool | None, threshold: float, fade: bool | None = None
+    p: float | None, text: bool | None, threshold: float, fade: bool | None = None
 ) -> tuple[bool, VerdictSource]:
     """Steps 1 and 2: audio probability + text signal + the final fade -> (complete, which
-    signal decided)."""
+    signal decided). `p` None: the model was not asked, because the voice did not fade."""
     if text is False:
         return False, "text"  # the words run on ("my number is five five five")
+    if p is None:
+        return False, "prosody"
     if p >= threshold:
         if fade is False:  # sounds finished to the model, but the voice stopped at full level
             return False, "prosody"
@@ -49,8 +52,10 @@ def sentence_done(text: bool | None, silence_ms: float, sentence_ms: int) -> boo
 
 
 class SmartDecision(Decision):
+    """`future` None: the model was not asked (SmartTurn.decide), only steps 1, 3 and 4 remain."""
+
     def __init__(
-        self, owner: SmartTurn, future: Future[float], features_ms: float, fade: bool | None
+        self, owner: SmartTurn, future: Future[float] | None, features_ms: float, fade: bool | None
     ) -> None:
         self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
         self.started = owner.clock()
@@ -66,27 +71,35 @@ class SmartDecision(Decision):
             return self.final
         o = self.owner
         waited_ms = (o.clock() - self.started) * 1000
-        if not self.future.done():
-            if waited_ms < o.budget_ms:
-                return None
-            self.future.cancel()
-            self.final = Verdict(None, "fallback", reason="timeout")
-            return self.final
-        try:
-            p = self.future.result()
-        except Exception as exc:
-            log.warning("end-of-turn model failed (%s); silence rule for the rest of the call", exc)
-            o.broken = True
-            self.final = Verdict(None, "fallback", reason="error")
-            return self.final
+        p: float | None = None
+        if self.future is not None:
+            if not self.future.done():
+                if waited_ms < o.budget_ms:
+                    return None
+                self.future.cancel()
+                self.final = Verdict(None, "fallback", reason="timeout")
+                return self.final
+            try:
+                p = self.future.result()
+            except Exception as exc:
+                log.warning(
+                    "end-of-turn model failed (%s); silence rule for the rest of the call", exc
+                )
+                o.broken = True
+                self.final = Verdict(None, "fallback", reason="error")
+                return self.final
         signal = text_complete(self.text) if (o.use_text and self.text is not None) else None
         waiting = o.use_text and self.text is None and waited_ms < o.text_wait_ms
-        if p >= o.threshold and self.fade is not False and waiting:
+        if p is not None and p >= o.threshold and self.fade is not False and waiting:
             return None  # a confident voice; give the transcript (not there yet) time to veto
         complete, source = combine(p, signal, o.threshold, self.fade)
         if not complete and sentence_done(signal, o.min_silence_ms + waited_ms, o.sentence_ms):
             complete, source = True, "text"
-        model_ms = self.features_ms + (o.model.inference_ms[-1] if o.model.inference_ms else 0.0)
+        model_ms = None
+        if p is not None:
+            model_ms = self.features_ms + (
+                o.model.inference_ms[-1] if o.model.inference_ms else 0.0
+            )
         verdict = Verdict(complete, source, p, self.text, model_ms=model_ms)
         if complete:
             self.final = verdict
