@@ -61,10 +61,10 @@ def install() -> None:
         name_thread(STT)
         return load(threads)
 
-    def transcribe(audio: Any, threads: int, *, full_window: bool = False) -> str:
+    def transcribe(audio: Any, threads: int, **options: Any) -> str:
         name_thread(STT)
         counts["stt_decodes"] += 1
-        return decode(audio, threads, full_window=full_window)
+        return decode(audio, threads, **options)
 
     whisper.load_model, whisper.transcribe = load_model, transcribe  # type: ignore[assignment]
 
