@@ -163,10 +163,16 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
     clk = lambda: clock[0]  # noqa: E731
 
     def smart(
-        thr: float, use_text: bool, wait: float, fade: float | None = None, sentence: int = 0
+        thr: float,
+        use_text: bool,
+        wait: float,
+        fade: float | None = None,
+        sentence: int = 0,
+        first_ms: int = 200,
     ) -> SmartTurn:
         return SmartTurn(
             model,
+            min_silence_ms=first_ms,
             threshold=thr,
             use_text=use_text,
             text_wait_ms=wait,
@@ -190,6 +196,11 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,
             )
+    for ms in (100, 150):  # the model asked sooner in the pause (VG_TURN_MIN_SILENCE_MS)
+        out[f"smart_text_fade_0.5_0_-21_asked_at_{ms}"] = (
+            lambda m=ms: smart(0.5, True, 0, -21, first_ms=m),
+            True,
+        )
     for ms in (600, 800, 1000):
         out[f"smart_text_fade_0.5_0_-21_sentence_{ms}"] = (
             lambda m=ms: smart(0.5, True, 0, -21, m),
