@@ -179,6 +179,7 @@ def test_missing_model_file_warns_once_and_uses_vad(
         ("he might even have", False),
         ("10 of clubs", None),
         ("", None),
+        (" ".join(["wait"] * 12), None),  # a looped speculative decode (speech cut mid-word)
     ],
 )
 def test_text_signal(text: str, expected: bool | None) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from voice_gateway.stt.base import looks_looped
+
 RUN_ON = frozenset(
     """a an the and or but so because if that which who whose when where while to of in on at
     for from with by as than then into about like my your his her our their its i'm i'd i'll
@@ -25,8 +27,8 @@ def text_complete(text: str) -> bool | None:
     Whisper's own marks count: a fragment it hears as unfinished it writes in lower case with
     no full stop ("he might even have"), a trailing "-" or "..." when a word was cut."""
     raw = text.strip()
-    if not raw:
-        return None
+    if not raw or looks_looped(raw):
+        return None  # (a decoder loop, "wait wait wait ...", says nothing either way)
     if raw.endswith(_TRAIL_OFF):
         return False
     words = _WORD.findall(raw.lower())

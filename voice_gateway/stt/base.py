@@ -11,12 +11,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
 PartialCallback = Callable[[str], Awaitable[None]]
+MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
+
+
+def looks_looped(text: str) -> bool:
+    """A transcript like a decoder loop: no word at all ("." / ". . .") or text that
+    compresses like one ("wait wait wait ...", whisper on speech cut mid-word)."""
+    if not text:
+        return False
+    if not any(ch.isalnum() for ch in text):
+        return True
+    raw = text.encode()
+    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION
 
 
 class STTError(Exception):

@@ -15,20 +15,24 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from voice_gateway.stt.base import PartialCallback, STTError, STTProvider, STTStream
+from voice_gateway.stt.base import (
+    PartialCallback,
+    STTError,
+    STTProvider,
+    STTStream,
+    looks_looped,
+)
 
 MIN_SAMPLES = 1600  # 100 ms
 PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700 ms)
 SHORT_MIN_FRAMES = 1000  # 10 s of 10 ms mel frames: the smallest window the encoder sees
 SHORT_PAD_FRAMES = 200  # 2 s of padding after the utterance
-MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
 _model_lock = threading.Lock()
 _model: Any = None
 _window = threading.local()  # .full: this thread's decode uses the standard 30 s window
@@ -71,16 +75,6 @@ def load_model(threads: int = 2) -> Any:
                 path, device="cpu", compute_type="int8", cpu_threads=threads
             )
         return _model
-
-
-def looks_looped(text: str) -> bool:
-    """No word at all ("." / ". . .") or text that compresses like a decoder loop."""
-    if not text:
-        return False
-    if not any(ch.isalnum() for ch in text):
-        return True
-    raw = text.encode()
-    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION
 
 
 def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
