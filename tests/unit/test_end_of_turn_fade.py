@@ -102,9 +102,9 @@ def test_a_voice_that_did_not_fade_is_not_sent_to_the_model() -> None:
     assert ev.verdict is not None and ev.verdict.source == "fallback"
 
 
-def test_a_finished_sentence_ends_an_unfaded_voice_without_the_model() -> None:
-    model = Scripted(0.1)
-    det = smart(model, fade_db=-14.0, sentence_ms=600)
+def speak_then_transcribe(det: TurnDetector, text: str) -> SpeechStopped:
+    """600 ms at full level, then silence in real time; the pause's transcript `text` arrives
+    100 ms into it."""
     out = []
     for _ in range(30):
         out += det.feed(STEADY)
@@ -112,9 +112,15 @@ def test_a_finished_sentence_ends_an_unfaded_voice_without_the_model() -> None:
     for i in range(70):
         out += det.feed(QUIET)
         if i == 4:
-            det.give_text(pause, "Can you remind me to call my sister?")
+            det.give_text(pause, text)
         time.sleep(0.02)
-    stop = next(e for e in out if isinstance(e, SpeechStopped))
+    return next(e for e in out if isinstance(e, SpeechStopped))
+
+
+def test_a_finished_sentence_ends_an_unfaded_voice_without_the_model() -> None:
+    model = Scripted(0.1)
+    det = smart(model, fade_db=-14.0, sentence_ms=600)
+    stop = speak_then_transcribe(det, "Can you remind me to call my sister?")
     assert model.calls == 0 and stop.verdict is not None
     assert stop.verdict.complete and stop.verdict.source == "text"
     assert 600 <= stop.end_of_turn_ms < 700
@@ -132,16 +138,7 @@ def test_a_transcript_that_arrived_is_not_waited_for_again() -> None:
     """The text wait is for a transcript still being decoded: one that arrived and does not
     veto ('Go forward 10 meters': neither a sentence nor a run-on) ends the turn at once."""
     det = smart(Scripted(0.9), text_wait_ms=600)
-    out = []
-    for _ in range(30):
-        out += det.feed(STEADY)
-    pause = det.pauses + 1
-    for i in range(70):
-        out += det.feed(QUIET)
-        if i == 4:
-            det.give_text(pause, "Go forward 10 meters")
-        time.sleep(0.02)
-    stop = next(e for e in out if isinstance(e, SpeechStopped))
+    stop = speak_then_transcribe(det, "Go forward 10 meters")
     assert stop.verdict is not None and stop.verdict.complete
     assert stop.end_of_turn_ms <= 300
 
