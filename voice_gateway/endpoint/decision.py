@@ -60,11 +60,13 @@ class SmartDecision(Decision):
         self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
         self.started = owner.clock()
         self.text: str | None = None
+        self.signal: bool | None = None  # text_complete(text), once, when it arrives
         self.final: Verdict | None = None  # a fallback or 'complete' stays; 'incomplete' may
         # turn into 'complete' when the transcript arrives or the pause goes on
 
     def give_text(self, text: str) -> None:
         self.text = text
+        self.signal = text_complete(text) if self.owner.use_text else None
 
     def poll(self) -> Verdict | None:
         if self.final is not None:
@@ -88,7 +90,7 @@ class SmartDecision(Decision):
                 o.broken = True
                 self.final = Verdict(None, "fallback", reason="error")
                 return self.final
-        signal = text_complete(self.text) if (o.use_text and self.text is not None) else None
+        signal = self.signal  # (poll runs every frame of the pause)
         waiting = o.use_text and self.text is None and waited_ms < o.text_wait_ms
         if p is not None and p >= o.threshold and self.fade is not False and waiting:
             return None  # a confident voice; give the transcript (not there yet) time to veto
