@@ -146,7 +146,16 @@ def test_sse_transport(client: Letta) -> None:
         sse.stop()
 
 
-def test_stdio_server_runs_isolated(client: Letta) -> None:
+def test_stdio_server_runs_isolated(gateway_factory, tmp_path: Path, fake_llm_url: str) -> None:  # type: ignore[no-untyped-def]
+    # the default time-outs (8 s), not the 2 s the other tests use to see time-outs sooner: a
+    # stdio server starts two Python processes (the jail, then the server importing the `mcp`
+    # SDK), which took more than 2 s on a loaded 2-vCPU CI machine
+    gw = gateway_factory(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'gw.db'}",
+        openai_base_url=fake_llm_url,
+        openai_api_key="test",
+    )
+    client = Letta(base_url=gw.url, api_key="k", timeout=60, _strict_response_validation=True)
     source = Path(mcp_server.__file__).read_text()
     server = client.mcp_servers.create(
         server_name="stdio-weather",
@@ -157,7 +166,7 @@ def test_stdio_server_runs_isolated(client: Letta) -> None:
     res = client.mcp_servers.tools.run(
         tools["get_weather"].id, mcp_server_id=server.id, args={"city": "Kyiv"}
     )
-    assert res.status == "success" and "Kyiv" in str(res.func_return)
+    assert res.status == "success" and "Kyiv" in str(res.func_return), res.func_return
 
 
 def _silent_server() -> tuple[socket.socket, int]:
