@@ -139,7 +139,10 @@ async def test_an_utterance_that_ends_undecided_is_judged_on_its_whole_transcrip
         assert ignored is not cancels
         assert call.interrupts == (["barge_in"] if cancels else [])
         assert call.ignored == ([] if cancels else [("backchannel", text)])
-    assert "the utterance over the reply ended (7 words) -> interruption" in caplog.text
+    assert (
+        "the utterance over the reply ended (7 words, 0.0 dB removed as echo) -> interruption"
+        in (caplog.text)
+    )
     for text in ("Wait", "Tuesday", "asked"):  # logs hold no caller's words
         assert text not in caplog.text
 
@@ -239,3 +242,65 @@ async def test_a_canceller_still_learning_hears_the_speech_again(
     learned.barge.echo = Learning(1.6)
     await learned.speak(600)
     assert learned.interrupts == ["barge_in"]
+
+
+class Removing(EchoCanceller):
+    """A converged canceller whose energy totals say `db` of each frame was removed."""
+
+    name = "removing"
+    cancelled_s = 5.0
+
+    def __init__(self, db: float) -> None:
+        self.db, self.totals = db, (0.0, 0.0)
+
+    def far(self, pcm: bytes) -> None:
+        return None
+
+    def near(self, frame: bytes) -> bytes:
+        before, after = self.totals
+        self.totals = (before + 1e6, after + 1e6 / 10 ** (self.db / 10))
+        return frame
+
+    def energy(self) -> tuple[float, float]:
+        return self.totals
+
+
+@pytest.mark.parametrize(("db_after_the_check", "cancels"), [(8.0, False), (1.0, True)])
+async def test_an_echo_that_checks_heard_stays_echo_unless_the_caller_joined(
+    db_after_the_check: float, cancels: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checks heard the reply's echo (8 dB removed); the utterance then ends, and its whole
+    transcript is a loose decode with too few of the reply's words. If the canceller went on
+    removing most of the sound after the last check, the checks' verdict stands (an echo,
+    ignored); if not (a caller who joined in loses 0-3 dB), the words decide: it cancels."""
+    caplog.set_level(logging.INFO, "voice_gateway.pipeline.overlap")
+    loose = "Here is Santan Sam. Thank you for watching, bye."
+    assert judge(loose, phrase_set("okay"), REPLY, True, 8.0) is None  # words alone: cancels
+    call = Call("Here is sentence", echo_on=True)
+    echo = call.barge.echo = Removing(8.0)
+
+    async def frames(n: int) -> None:
+        for _ in range(n):
+            echo.near(b"")
+            call.t += 20
+            call.barge.frame()
+            await asyncio.sleep(0)
+
+    call.barge.confirmed(call.t)
+    await frames(25)  # one check, at 360 ms: the reply's echo
+    assert call.interrupts == [] and call.barge.overlap is not None
+    assert call.barge.overlap.heard_echo
+    echo.db = db_after_the_check
+    await frames(15)  # 300 ms more, ended before the next check
+    ov = call.barge.ended()
+    assert ov is not None
+    echo.db = 20.0 if cancels else 0.0  # what follows the utterance counts for nothing
+    await frames(50)
+    final = asyncio.ensure_future(asyncio.sleep(0, result=loose))
+    assert await call.barge.judge_final(final, "turn-1", ov) is not cancels
+    assert call.interrupts == (["barge_in"] if cancels else [])
+    assert call.ignored == ([] if cancels else [("echo", loose)])
+    if cancels:
+        assert "ended (9 words, " in caplog.text and "dB removed as echo) -> interruption" in (
+            caplog.text
+        )

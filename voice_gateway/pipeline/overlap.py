@@ -113,6 +113,10 @@ class Overlap:
     check: asyncio.Task[None] | None = None  # transcribing it
     checked_ms: int = 0  # how much of it the last check had heard
     echo: bool = True  # no check has heard an interruption's words yet
+    heard_echo: bool = False  # the last check heard the reply's echo
+    checked_energy: tuple[float, float] = (0.0, 0.0)  # the totals when the last check's
+    # speech ended
+    end_energy: tuple[float, float] | None = None  # the totals when it ended
     decided: bool = False
 
 
@@ -165,7 +169,7 @@ class BargeIn:
                 self._cancel(ov, "no partial transcript from this STT")
             else:  # an echo is checked again every check_ms: the caller may join in
                 ov.checked_ms = spoken_ms
-                ov.check = self.spawn(self._check(ov, spec))
+                ov.check = self.spawn(self._check(ov, spec, self.echo.energy()))
 
     def _cancel(self, ov: Overlap, why: str) -> None:
         ov.decided = True
@@ -173,7 +177,9 @@ class BargeIn:
             log.info("barge-in: %s", why)
         self.interrupt("barge_in")
 
-    async def _check(self, ov: Overlap, spec: asyncio.Future[str]) -> None:
+    async def _check(
+        self, ov: Overlap, spec: asyncio.Future[str], energy: tuple[float, float]
+    ) -> None:
         while True:
             await asyncio.wait([spec])
             newer = self.latest()
@@ -201,15 +207,29 @@ class BargeIn:
         )
         if learning:
             return  # (ov.echo unchanged: long speech waits for the canceller too)
-        ov.echo = reason == "echo"  # re-checked every check_ms: the caller may join in
+        ov.echo = ov.heard_echo = reason == "echo"  # re-checked every check_ms: the caller
+        ov.checked_energy = energy  # may join in
         if unsure:
             return  # a backchannel still being spoken: the next check or its end decides
         if reason is None:
             self._cancel(ov, "its words are an interruption")
 
+    def _echo_since(self, ov: Overlap) -> IgnoreReason | None:
+        """ "echo" when the last check heard the reply's echo and the canceller still removed
+        most of what came after it (a caller joining in loses 0-3 dB): the whole utterance's
+        words are then no new evidence. Whisper's decodes of an echo's residue run loose
+        ("Here is Santan Sam." for "Here is sentence number"), and a longer one may hold too
+        few of the reply's words: in a full run, one such utterance (checks: echo, 3-5 words,
+        6.8-9.9 dB removed; final: 8 words) cut a reply on the speakerphone test."""
+        if not (self.echo_on and ov.heard_echo):
+            return None
+        end = ov.end_energy or self.echo.energy()
+        since = removed_db(ov.checked_energy, end)
+        return "echo" if end[0] <= ov.checked_energy[0] or since >= PARTLY_REMOVED_DB else None
+
     def removed(self, ov: Overlap) -> float:
         """dB of the overlap's sound that the echo canceller took out (echo's share)."""
-        return removed_db(ov.energy, self.echo.energy())
+        return removed_db(ov.energy, ov.end_energy or self.echo.energy())
 
     def reason(self, text: str, removed: float) -> str | None:
         return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
@@ -219,7 +239,7 @@ class BargeIn:
         ov, self.overlap = self.overlap, None
         if ov is None or ov.decided:
             return None
-        ov.decided = True
+        ov.decided, ov.end_energy = True, self.echo.energy()
         return ov
 
     async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str, ov: Overlap) -> bool:
@@ -228,11 +248,14 @@ class BargeIn:
         await asyncio.wait([transcript])
         result = None if transcript.cancelled() else transcript.result()
         text = result.strip() if isinstance(result, str) else None
-        reason = None if text is None else self.reason(text, self.removed(ov))
+        removed = self.removed(ov)
+        reason = None if text is None else self.reason(text, removed) or self._echo_since(ov)
         if reason is None or text is None:
             log.info(
-                "barge-in: the utterance over the reply ended (%s) -> interruption",
+                "barge-in: the utterance over the reply ended (%s, %.1f dB removed as echo)"
+                " -> interruption",
                 "no transcript" if text is None else f"{len(words(text))} words",
+                removed,
             )
             self.interrupt("barge_in")
             return False
