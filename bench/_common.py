@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+# where results and server logs go (VG_BENCH_RESULTS: elsewhere, e.g. the smoke tests' tmp dir)
+RESULTS = Path(os.environ.get("VG_BENCH_RESULTS") or ROOT / "bench" / "results")
 if str(ROOT) not in sys.path:  # `python bench/x.py` from a checkout
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
-from _common import ROOT
+from _common import RESULTS, ROOT
 from _frames import FrameStats, instrument, watch_lag
 
 from agents.llm import LLMChunk, LLMProvider, LLMRequest, ToolCallDelta, Usage
@@ -160,7 +160,7 @@ def _child(
 
     from tests.support.gateway import make_settings
 
-    log_path = ROOT / "bench" / "results" / f"{log_name}.server.log"
+    log_path = RESULTS / f"{log_name}.server.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=log_path, filemode="w", level=logging.WARNING, force=True)
     from voice_gateway.app import create_app

@@ -1,0 +1,75 @@
+"""The capacity benchmarks run end to end, briefly (one level, a few seconds): a change to the
+product that breaks them (bench/_cpu_split.py's whisper wrapper once lost an option and
+`turn_capacity` could not start) fails here rather than on the next benchmark run. Only that
+they work is judged, not their figures: these machines are shared and noisy. Each runs as a
+developer runs it (`cd bench && PYTHONPATH=..:. python X.py`), its results and server logs
+written to a temporary folder (VG_BENCH_RESULTS), never over bench/results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench(script: str, *args: str, results: Path) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench'}",
+        "HF_HUB_OFFLINE": "1",
+        "VG_BENCH_RESULTS": str(results),
+    }
+    run = subprocess.run(
+        [sys.executable, script, *args],
+        cwd=ROOT / "bench",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out: dict[str, Any] = json.loads(run.stdout)
+    assert json.loads((results / f"{out['bench']}.json").read_text()) == out
+    return out
+
+
+def test_turn_capacity_measures_both_policies(tmp_path: Path) -> None:
+    out = bench(
+        "turn_capacity.py",
+        *("--quick", "--levels", "1", "--seconds", "8", "--cycle", "3", "--calibrate", "1"),
+        *("--speech", "real:001"),
+        results=tmp_path,
+    )
+    cpu = out["cpu_per_turn"]
+    for policy in ("vad", "smart"):
+        assert cpu[policy]["turns"] >= 1, cpu
+        assert cpu[policy]["ms"]["stt"] > 0, cpu  # whisper's threads were clocked
+        assert out["calibration"][policy]["endpoint_delay_ms"] > 0
+    assert cpu["smart"]["ms"]["turn_model"] > 0 and cpu["smart"]["turn_inferences_per_turn"] > 0
+    assert cpu["vad"]["ms"]["turn_detection"] == 0
+    vad_idle = out["calibration"]["vad"]["endpoint_delay_ms"]
+    assert out["same_budget"]["budget_ms"] == round(vad_idle + 100, 1)
+    rows = {r["policy"]: r for r in out["table"]}
+    assert set(rows) == {"vad", "smart"}
+    for r in rows.values():
+        assert r["turns"] >= 1 and r["reply_p99_ms"] is not None, r
+        assert r["reply_abs_p99_ms"] is not None
+    assert (tmp_path / "turn_capacity.smart.server.log").exists()
+
+
+def test_voice_concurrency_judges_a_level_by_both_rules(tmp_path: Path) -> None:
+    out = bench(
+        "voice_concurrency.py",
+        *("--quick", "--levels", "5", "--seconds", "8", "--cycle", "3"),
+        *("--agents", "per-call", "--ws", "fast"),
+        results=tmp_path,
+    )
+    (row,) = out["table"]
+    assert row["calls"] == 5 and row["dropped"] == 0, row
+    assert row["turns"] >= 5 and set(row["rules"]) == {"frame", "reply"}, row
+    assert row["main_thread_us_per_frame"] > 0
