@@ -207,8 +207,9 @@ class BargeIn:
         )
         if learning:
             return  # (ov.echo unchanged: long speech waits for the canceller too)
-        ov.echo = ov.heard_echo = reason == "echo"  # re-checked every check_ms: the caller
-        ov.checked_energy = energy  # may join in
+        # re-checked every check_ms: the caller may join in
+        ov.echo = ov.heard_echo = reason == "echo"
+        ov.checked_energy = energy
         if unsure:
             return  # a backchannel still being spoken: the next check or its end decides
         if reason is None:
