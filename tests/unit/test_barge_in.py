@@ -289,7 +289,7 @@ async def test_an_echo_that_checks_heard_stays_echo_unless_the_caller_joined(
     call.barge.confirmed(call.t)
     await frames(25)  # one check, at 360 ms: the reply's echo
     assert call.interrupts == [] and call.barge.overlap is not None
-    assert call.barge.overlap.heard_echo
+    assert call.barge.overlap.echo and call.barge.overlap.checked_energy is not None  # heard echo
     echo.db = db_after_the_check
     await frames(15)  # 300 ms more, ended before the next check
     ov = call.barge.ended()

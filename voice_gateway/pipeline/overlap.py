@@ -113,9 +113,8 @@ class Overlap:
     check: asyncio.Task[None] | None = None  # transcribing it
     checked_ms: int = 0  # how much of it the last check had heard
     echo: bool = True  # no check has heard an interruption's words yet
-    heard_echo: bool = False  # the last check heard the reply's echo
-    checked_energy: tuple[float, float] = (0.0, 0.0)  # the totals when the last check's
-    # speech ended
+    checked_energy: tuple[float, float] | None = None  # the totals at the end of the speech
+    # the last check judged (None: no check has judged it yet)
     end_energy: tuple[float, float] | None = None  # the totals when it ended
     decided: bool = False
 
@@ -208,7 +207,7 @@ class BargeIn:
         if learning:
             return  # (ov.echo unchanged: long speech waits for the canceller too)
         # re-checked every check_ms: the caller may join in
-        ov.echo = ov.heard_echo = reason == "echo"
+        ov.echo = reason == "echo"
         ov.checked_energy = energy
         if unsure:
             return  # a backchannel still being spoken: the next check or its end decides
@@ -222,11 +221,15 @@ class BargeIn:
         ("Here is Santan Sam." for "Here is sentence number"), and a longer one may hold too
         few of the reply's words: in a full run, one such utterance (checks: echo, 3-5 words,
         6.8-9.9 dB removed; final: 8 words) cut a reply on the speakerphone test."""
-        if not (self.echo_on and ov.heard_echo):
+        checked = ov.checked_energy
+        if not (self.echo_on and ov.echo and checked is not None):
             return None
         end = ov.end_energy or self.echo.energy()
-        since = removed_db(ov.checked_energy, end)
-        return "echo" if end[0] <= ov.checked_energy[0] or since >= PARTLY_REMOVED_DB else None
+        return (
+            "echo"
+            if end[0] <= checked[0] or removed_db(checked, end) >= PARTLY_REMOVED_DB
+            else None
+        )
 
     def removed(self, ov: Overlap) -> float:
         """dB of the overlap's sound that the echo canceller took out (echo's share)."""
