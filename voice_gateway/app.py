@@ -30,6 +30,7 @@ from voice_gateway.capacity import Capacity
 from voice_gateway.errors import EXCEPTION_HANDLERS
 from voice_gateway.gateway import Gateway
 from voice_gateway.limits import Admission, BodyLimit, ControlCharPath
+from voice_gateway.native_threads import limit_blas
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
@@ -218,6 +219,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         gw = await open_gateway(settings)
         app.state.gw = gw
+        # one BLAS thread: its pool's spinning took the CPU calls need (native_threads.py)
+        unlimit_blas = limit_blas(settings.blas_threads)
         # Move everything loaded at start-up (modules, models, ORM) out of the garbage
         # collector's reach: a full collection then scans only what calls create, instead of
         # pausing the event loop ~50-100 ms every few seconds (bench/voice_concurrency.py).
@@ -228,6 +231,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield
         finally:
             gc.set_threshold(*before)
+            unlimit_blas()
             await close_gateway(gw)
 
     return Starlette(

@@ -164,11 +164,12 @@ async def _sleeptime(args: argparse.Namespace, settings: Settings) -> int:
     import os
     import socket
 
+    from voice_gateway.bus_runtime import run_worker
+    from voice_gateway.native_threads import limit_blas
+
     # The embedder runs numpy in its own threads; OpenBLAS's spinning thread pool on top of that
     # (one per worker process) starved the CPUs: lag p99 1.5 s -> 0.2 s with one BLAS thread.
-    # numpy is not imported yet here, so the default still takes effect.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from voice_gateway.bus_runtime import run_worker
+    limit_blas(settings.blas_threads)
 
     if not settings.redis_url:
         print(

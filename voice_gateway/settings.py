@@ -100,6 +100,9 @@ class Settings(BaseSettings):
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
     stt_threads: int = 2
+    # numpy's BLAS threads per process; 0: the library's default (one per core, whose idle
+    # threads spin after each call: voice_gateway/native_threads.py)
+    blas_threads: int = Field(1, ge=0, le=64)
     stt_partials: bool = False
     # Provider options, one meaning each (checked against the vendor's published list at
     # start: voice_gateway/provider_check.py)
