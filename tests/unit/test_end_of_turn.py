@@ -134,6 +134,45 @@ def test_a_full_pool_falls_back_at_once_for_that_pause() -> None:
     assert ev.end_of_turn_ms == 400 and model.calls == 0
 
 
+def test_the_wait_for_a_worker_is_rounds_of_runs_ahead_times_a_recent_median() -> None:
+    model = Scripted(0.9)
+    model.workers, model.inference_ms = 2, [10.0, 30.0, 90.0]  # median 30 ms
+    waits = [model.expected_wait_ms(n) for n in range(6)]
+    assert waits == [0.0, 0.0, 30.0, 30.0, 60.0, 60.0]
+    model.inference_ms = []
+    assert model.expected_wait_ms(2) == SmartTurnModel.TYPICAL_MS  # none timed yet
+
+
+def test_a_pause_waits_for_a_busy_worker_within_its_queue_time() -> None:
+    """The real pool: one worker held 60 ms by another call's run; a run expected to wait one
+    run (~60 ms) is queued with 100 ms allowed and gets the model's verdict; with 0 ms (the
+    old rule) or behind a longer queue it falls back at once."""
+    model = Scripted(0.9, delay_s=0.06)
+    model.inference_ms = [60.0]
+    features = np.zeros((80, 800), dtype=np.float32)
+    model.queue_ms = 100.0
+    first = model.submit(features)
+    queued = model.submit(features)
+    assert first is not None and queued is not None
+    assert queued.result(timeout=5) == pytest.approx(0.9) and model.calls == 2
+    assert model.submit(features) is not None and model.submit(features) is not None
+    assert model.submit(features) is None  # two runs ahead of it: ~120 ms > 100 ms
+    model.queue_ms = 0.0
+    time.sleep(0.3)
+    assert model.in_flight == 0
+    assert model.submit(features) is not None and model.submit(features) is None
+
+
+def test_a_queued_pause_ends_on_the_models_word() -> None:
+    model = Scripted(0.9)
+    model.queue_ms, model.inference_ms = 150.0, [30.0]
+    model.in_flight = model.workers  # another call's run holds the worker (~30 ms)
+    det = smart(model, use_text=False)
+    _, ev = stop_of(feed_wall(det, [(SPEECH, 30), (QUIET, 40)]))
+    assert ev.verdict is not None and ev.verdict.source == "model" and ev.verdict.complete
+    assert ev.end_of_turn_ms < 400 and model.calls == 1
+
+
 def test_a_failing_model_moves_only_that_call_to_the_silence_rule(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -4,9 +4,13 @@ transcript and the voice's final fade (endpoint/prosody.py) as second and third 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
 of pipecat is imported. Measured on this machine kind (one thread): features ~0.6 ms here
 (incremental, endpoint/features.py) instead of ~24 ms, inference ~30-40 ms, no gain from
-batching. So the model runs at most once per pause, on a small process-wide pool; a pause
-that finds the pool full is decided by the silence rule (counted), so nobody waits in a
-queue behind other calls."""
+batching. So the model runs at most once per pause, on a small process-wide pool. A pause
+that finds every worker busy waits for one only while the runs ahead of it should be done
+within `queue_ms` (half the verdict's budget, `VG_TURN_BUDGET_MS`), judged by the recent
+inference times; otherwise it is decided by the silence rule (counted as `fallback:busy`).
+Before, any pause that found the pool full fell back: at 24-48 calls of real speech 4-8 % of
+turns did, each ending ~200 ms later than the model would have (docs/benchmarks.md,
+`turn_capacity`, "Stop 30")."""
 
 from __future__ import annotations
 
@@ -43,10 +47,13 @@ def find_model() -> Path | None:
 
 
 class SmartTurnModel:
-    """Process-wide: one ONNX session, a pool of `workers` threads and at most `workers`
-    decisions in flight (one onnxruntime thread each)."""
+    """Process-wide: one ONNX session and a pool of `workers` threads (one onnxruntime thread
+    each); a run waits for a worker only as long as `queue_ms` (see `submit`)."""
 
-    def __init__(self, path: Path, *, workers: int = 2) -> None:
+    queue_ms = 0.0  # how long a run may wait for a worker (expected); 0: never waits
+    TYPICAL_MS = 40.0  # an inference's time until some have been timed (~25-45 ms measured)
+
+    def __init__(self, path: Path, *, workers: int = 2, queue_ms: float = 0.0) -> None:
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
@@ -56,7 +63,7 @@ class SmartTurnModel:
         self.session = onnxruntime.InferenceSession(
             str(path), providers=["CPUExecutionProvider"], sess_options=opts
         )
-        self.workers = workers
+        self.workers, self.queue_ms = workers, queue_ms
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="smart-turn")
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -68,9 +75,10 @@ class SmartTurnModel:
         return float(np.asarray(out[0]).reshape(-1)[0])
 
     def submit(self, features: np.ndarray) -> Future[float] | None:
-        """Run `probability` on the pool; None when every worker is busy."""
+        """Run `probability` on the pool; None when every worker is busy and the runs ahead
+        of this one would keep it waiting longer than `queue_ms`."""
         with self._lock:
-            if self.in_flight >= self.workers:
+            if self.expected_wait_ms(self.in_flight) > self.queue_ms:
                 return None
             self.in_flight += 1
         try:
@@ -80,6 +88,15 @@ class SmartTurnModel:
             return None
         fut.add_done_callback(lambda _f: self._done())
         return fut
+
+    def expected_wait_ms(self, in_flight: int) -> float:
+        """How long a new run would wait for a worker with `in_flight` runs taken: the rounds
+        of runs ahead of it (each worker takes one at a time) times a recent median run."""
+        rounds = -(-(in_flight - self.workers + 1) // self.workers)
+        if rounds <= 0:
+            return 0.0
+        recent = sorted(self.inference_ms[-20:])
+        return rounds * (recent[len(recent) // 2] if recent else self.TYPICAL_MS)
 
     def _timed(self, features: np.ndarray) -> float:
         start = time.perf_counter()
@@ -164,7 +181,7 @@ class SmartTurn(EndOfTurn):
         return SmartDecision(self, future, (time.perf_counter() - started) * 1000, fade)
 
 
-def load_model(workers: int) -> SmartTurnModel | None:
+def load_model(workers: int, queue_ms: float = 0.0) -> SmartTurnModel | None:
     """The process-wide model, or None (with one warning) when the file is missing."""
     path = find_model()
     if path is None:
@@ -174,6 +191,6 @@ def load_model(workers: int) -> SmartTurnModel | None:
             MODEL_PACKAGE,
         )
         return None
-    model = SmartTurnModel(path, workers=workers)
+    model = SmartTurnModel(path, workers=workers, queue_ms=queue_ms)
     model.warmup()
     return model
