@@ -57,11 +57,11 @@ def install() -> None:
 
     load, decode = whisper.load_model, whisper.transcribe
 
-    def load_model(threads: int = 2) -> Any:
+    def load_model(threads: int | None = None, workers: int | None = None) -> Any:
         name_thread(STT)
-        return load(threads)
+        return load(threads, workers)
 
-    def transcribe(audio: Any, threads: int, **options: Any) -> str:
+    def transcribe(audio: Any, threads: int | None = None, **options: Any) -> str:
         name_thread(STT)
         counts["stt_decodes"] += 1
         return decode(audio, threads, **options)

@@ -3,7 +3,8 @@ turn split into STT, turn detection and the rest, and the calls one gateway proc
 both policies in the same run.
 
 Two gateway processes (uvicorn + uvloop, as `voice-gateway serve`), one per policy: local
-whisper tiny.en (int8, VG_STT_THREADS=2, speculative transcripts at pauses), the real webrtcvad,
+whisper tiny.en (int8, the defaults: VG_STT_WORKERS=2 decodes at once, VG_STT_THREADS=1 thread
+each; speculative transcripts at pauses), the real webrtcvad,
 `vad` (400 ms of silence) or `smart` (Smart Turn v3.2 + the transcript, the defaults), the real
 agent loop and SQLite, instant LLM and TTS (so STT and turn detection are what differ). Calls
 come from a load-generator process (bench/_wsload.py), each streaming an espeak-ng sentence
@@ -196,7 +197,7 @@ def main() -> None:
             "levels_run": levels,
             "turn_cycle_s": args.cycle,
             "speech": args.speech,
-            "stt": "whisper tiny.en, int8, 2 threads, speculative transcripts",
+            "stt": "whisper tiny.en, int8, 2 workers x 1 thread, speculative transcripts",
             "calibration": calib,
             "rules": {
                 "frame": "client frame p99 < 20 ms, no frame dropped",

@@ -4,10 +4,10 @@ numpy's OpenBLAS keeps a pool of one thread per core, and after each call that u
 its threads spin, waiting for the next call, for tens of milliseconds. The gateway's numpy work
 is many small pieces from many calls at once (whisper's log-mel before each decode, each call's
 end-of-turn features and echo figures), so the pool saves little and its spinning takes the CPU
-that other calls' decodes and the event loop need. Measured on a 2-vCPU EPYC, whisper tiny.en
-decoding a 1.1 s utterance: with the default pool 51 ms and 100 ms of CPU, then 55 ms more of
-CPU spent spinning after the decode returned; with one thread 46 ms and 46 ms of CPU, nothing
-after (3.4x less CPU per decode; docs/benchmarks.md, `turn_capacity`).
+that other calls' decodes and the event loop need. Measured on a 2-vCPU EPYC (bench/stt_cpu.py,
+whisper tiny.en on 13 real recordings): with the default pool a decode took 77 ms and 180 ms of
+CPU, 31 ms of it spent spinning after the decode returned; with one thread 78 ms and 83 ms of
+CPU, nothing after (0.46x the CPU per decode).
 
 threadpoolctl changes the pool of a library already loaded (numpy is, by then), whatever the
 environment said, where an `OPENBLAS_NUM_THREADS` set after numpy's import does nothing. Its

@@ -99,7 +99,11 @@ class Settings(BaseSettings):
     echo_cancellation: Literal["auto", "on", "off"] = "auto"  # auto: on for phone calls
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
-    stt_threads: int = 2
+    # local whisper: decodes at once (CTranslate2's workers and the decode pool), and threads
+    # per decode; two one-thread workers decoded 1.7x as much as one two-thread worker
+    # (voice_gateway/stt/whisper.py)
+    stt_workers: int = Field(2, ge=1, le=16)
+    stt_threads: int = Field(1, ge=1, le=16)
     # numpy's BLAS threads per process; 0: the library's default (one per core, whose idle
     # threads spin after each call: voice_gateway/native_threads.py)
     blas_threads: int = Field(1, ge=0, le=64)

@@ -8,7 +8,7 @@ batching. So the model runs at most once per pause, on a small process-wide pool
 that finds every worker busy waits for one only while the runs ahead of it should be done
 within `queue_ms` (half the verdict's budget, `VG_TURN_BUDGET_MS`), judged by the recent
 inference times; otherwise it is decided by the silence rule (counted as `fallback:busy`).
-Before, any pause that found the pool full fell back: at 24-48 calls of real speech 4-8 % of
+Before, any pause that found the pool full fell back: at 24-48 calls of real speech 3-10 % of
 turns did, each ending ~200 ms later than the model would have (docs/benchmarks.md,
 `turn_capacity`, "Stop 30")."""
 

@@ -135,6 +135,7 @@ def _stt(settings: Settings, name: str) -> STTProvider:
     stt = create_stt(
         name,
         threads=settings.stt_threads,
+        workers=settings.stt_workers,
         partials=settings.stt_partials,
         openai_model=settings.openai_stt_model,
         deepgram_model=settings.deepgram_stt_model,

