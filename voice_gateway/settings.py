@@ -100,8 +100,8 @@ class Settings(BaseSettings):
     idle_timeout_s: float = 60.0
     max_call_s: float = 3600.0
     # local whisper: decodes at once (CTranslate2's workers and the decode pool), and threads
-    # per decode; two one-thread workers decoded 1.7x as much as one two-thread worker
-    # (voice_gateway/stt/whisper.py)
+    # per decode; two one-thread workers decoded two calls' speech in half the time one
+    # two-thread worker took (voice_gateway/stt/whisper.py)
     stt_workers: int = Field(2, ge=1, le=16)
     stt_threads: int = Field(1, ge=1, le=16)
     # numpy's BLAS threads per process; 0: the library's default (one per core, whose idle

@@ -30,7 +30,7 @@ class Scripted(SmartTurnModel):
 
     def __init__(self, p: float = 0.9, *, delay_s: float = 0.0, fail: bool = False) -> None:
         self.session = None
-        self.workers = 1
+        self.workers, self.queue_ms = 1, 0.0
         from concurrent.futures import ThreadPoolExecutor
 
         self.pool = ThreadPoolExecutor(max_workers=1)

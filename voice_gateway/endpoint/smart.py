@@ -50,10 +50,10 @@ class SmartTurnModel:
     """Process-wide: one ONNX session and a pool of `workers` threads (one onnxruntime thread
     each); a run waits for a worker only as long as `queue_ms` (see `submit`)."""
 
-    queue_ms = 0.0  # how long a run may wait for a worker (expected); 0: never waits
     TYPICAL_MS = 40.0  # an inference's time until some have been timed (~25-45 ms measured)
 
     def __init__(self, path: Path, *, workers: int = 2, queue_ms: float = 0.0) -> None:
+        """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()

@@ -2,9 +2,9 @@
 One model per process; decoding runs in a bounded thread pool shared by all calls, as many
 decodes at once as CTranslate2 has workers for (`VG_STT_WORKERS`, 2), each on `VG_STT_THREADS`
 threads (1). With CTranslate2's default of one worker, two calls' decodes took turns on the model
-whatever the pool's size; on a 2-vCPU EPYC, 24 decodes of real speech two at a time took 1.65 s
-with one worker on 2 threads (the old defaults) and 0.99 s with two workers on one thread each,
-at 70 instead of 97 ms of CPU per decode (`bench/stt_cpu.py`).
+whatever the pool's size; on a 2-vCPU EPYC (`bench/stt_cpu.py`, one BLAS thread in both), 36
+decodes of real speech two at a time took 3.05 s with one worker on 2 threads (the old setting)
+and 1.56 s with two workers on one thread each, at 73 instead of 108 ms of CPU per decode.
 
 Whisper pads every input to a 30 s window, and the encoder's cost grows with the window: for a
 3 s utterance tiny.en spends ~300 of its ~400 ms encoding padding. The encoder here sees the
