@@ -55,15 +55,15 @@ def _child(blas: int, threads: int, workers: int, rounds: int) -> dict[str, Any]
             busy.append((c1 - c0) * 1000)
             spin.append((time.process_time() - c1) * 1000)
     pair_wall: list[float] = []
+
+    def one(a: np.ndarray) -> None:
+        t = time.perf_counter()
+        transcribe(a, threads, workers=workers, retry_looped=False)
+        pair_wall.append((time.perf_counter() - t) * 1000)
+
     c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(rounds):
         for i in range(0, len(audio) - 1, 2):
-
-            def one(a: np.ndarray) -> None:
-                t = time.perf_counter()
-                transcribe(a, threads, workers=workers, retry_looped=False)
-                pair_wall.append((time.perf_counter() - t) * 1000)
-
             ts = [threading.Thread(target=one, args=(a,)) for a in audio[i : i + 2]]
             for t in ts:
                 t.start()

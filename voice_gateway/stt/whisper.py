@@ -38,6 +38,7 @@ MIN_SAMPLES = 1600  # 100 ms
 PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700 ms)
 SHORT_MIN_FRAMES = 1000  # 10 s of 10 ms mel frames: the smallest window the encoder sees
 SHORT_PAD_FRAMES = 200  # 2 s of padding after the utterance
+THREADS, WORKERS = 1, 2  # per decode / decodes at once (VG_STT_THREADS, VG_STT_WORKERS)
 _model_lock = threading.Lock()
 _model: Any = None
 _window = threading.local()  # .full: this thread's decode uses the standard 30 s window
@@ -56,8 +57,8 @@ def encoder_frames(features: np.ndarray) -> int:
 
 
 def load_model(threads: int | None = None, workers: int | None = None) -> Any:
-    """The process's model: `workers` decodes at once (default 2), each on `threads` threads
-    (default 1). The call that loads it decides; later ones get it as it is."""
+    """The process's model: `workers` decodes at once, each on `threads` threads (None: the
+    defaults above). The call that loads it decides; later ones get it as it is."""
     global _model
     with _model_lock:
         if _model is None:
@@ -82,8 +83,8 @@ def load_model(threads: int | None = None, workers: int | None = None) -> Any:
                 path,
                 device="cpu",
                 compute_type="int8",
-                cpu_threads=threads or 1,
-                num_workers=workers or 2,
+                cpu_threads=threads or THREADS,
+                num_workers=workers or WORKERS,
             )
         return _model
 
@@ -227,7 +228,9 @@ class WhisperStream(STTStream):
 class WhisperSTT(STTProvider):
     name = "whisper"
 
-    def __init__(self, threads: int = 1, partials: bool = False, workers: int = 2) -> None:
+    def __init__(
+        self, threads: int = THREADS, partials: bool = False, workers: int = WORKERS
+    ) -> None:
         self.threads, self.workers = threads, max(1, workers)
         self.partials = partials
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="whisper")
