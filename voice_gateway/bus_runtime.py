@@ -89,18 +89,29 @@ def in_process_sink(agent: SleeptimeAgent, attempts: int) -> Sink:
     return apply
 
 
-def redis_client(url: str) -> Any:
+def redis_client(url: str, max_connections: int = 100) -> Any:
+    """A client whose commands wait (up to 5 s) for one of `max_connections` connections.
+    redis-py's default pool (100 connections in 8.x) raises "Too many connections" at once
+    instead: at 400 calls on one process with Redis, the turn locks and call-slot leases of a
+    burst of turns went past 100 commands in flight, and those turns went on under the local
+    lock only (issue 20; tests/integration/test_redis_pool.py)."""
     import redis.asyncio as aioredis
 
-    return aioredis.Redis.from_url(
-        url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=15
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=5,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+        health_check_interval=15,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 async def start_bus(gw: Gateway) -> BusRuntime:
     settings = gw.settings
     if settings.redis_url:
-        client = redis_client(settings.redis_url)
+        client = redis_client(settings.redis_url, settings.redis_max_connections)
         bus = RedisStreamsBus(client, maxlen=settings.transcripts_maxlen)
         publisher = OutboxPublisher(gw.memory, bus.publish, epoch=bus.epoch)
         runtime = BusRuntime(publisher, client, bus)
@@ -134,7 +145,7 @@ async def run_worker(settings: Settings, consumer: str, concurrency: int) -> int
         openai_api_key=settings.openai_api_key,
         openai_base_url=settings.openai_base_url,
     )
-    client = redis_client(settings.redis_url)
+    client = redis_client(settings.redis_url, settings.redis_max_connections)
     bus = RedisStreamsBus(client, maxlen=settings.transcripts_maxlen)
     events = MemoryEvents()  # block changes go to every gateway over vg:memory:{agent}
     events.relay = bus.publish_block_change

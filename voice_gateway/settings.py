@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     port: int = 8283
     database_url: str = "sqlite+aiosqlite:///./data/voice-gateway.db"
     redis_url: str | None = None
+    redis_max_connections: int = Field(100, ge=4, le=10_000)  # a command waits for a free one
     # a background run's owner key lives this long unrenewed (voice_gateway/run_mirror.py)
     run_owner_ttl_s: float = Field(15.0, ge=1.0, le=600.0)
     api_key: str | None = None
