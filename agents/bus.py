@@ -160,7 +160,15 @@ class RedisStreamsBus:
             await pipe.execute()
 
     async def publish_block_change(self, ev: BlockChanged) -> None:
-        body = json.dumps({"label": ev.label, "version": ev.version, "origin": self.instance})
+        body = json.dumps(
+            {
+                "label": ev.label,
+                "version": ev.version,
+                "scope": ev.scope,
+                "identity_id": ev.identity_id,
+                "origin": self.instance,
+            }
+        )
         await self.redis.publish(memory_channel(ev.agent_id), body)
 
     async def relay_block_changes(self, hub: MemoryEvents) -> None:
@@ -195,8 +203,15 @@ class RedisStreamsBus:
             data = json.loads(msg["data"])
             if data.get("origin") == self.instance:
                 return  # already delivered locally
+            identity = data.get("identity_id")
             hub.deliver(
-                BlockChanged(channel.rsplit(":", 1)[1], str(data["label"]), int(data["version"]))
+                BlockChanged(
+                    channel.rsplit(":", 1)[1],
+                    str(data["label"]),
+                    int(data["version"]),
+                    str(data.get("scope", "agent")),  # a notice without one: every session
+                    None if identity is None else str(identity),
+                )
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("ignoring a malformed memory notice on %s", channel)

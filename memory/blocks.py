@@ -24,7 +24,8 @@ from memory.orm import Block, BlockAgent, BlockHistory, new_id, utcnow
 
 log = logging.getLogger(__name__)
 
-ChangeHook = Callable[[str, str, int], Awaitable[None]]  # (agent_id, label, version)
+# (agent_id, label, version, scope, identity_id): who sees it is agents.memory_events's rule
+ChangeHook = Callable[[str, str, int, str, str | None], Awaitable[None]]
 Edit = Callable[[str], str]
 
 
@@ -225,7 +226,9 @@ class BlockStore:
         if self.on_change is None:
             return
         for agent_id in await self.agents_of(block):
-            await self.on_change(agent_id, block.label, block.version)
+            await self.on_change(
+                agent_id, block.label, block.version, block.scope, block.identity_id
+            )
 
     async def agents_of(self, block: BlockData) -> list[str]:
         async with self.db.read() as s:

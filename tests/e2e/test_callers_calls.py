@@ -428,6 +428,36 @@ async def test_a_callers_search_never_finds_another_callers_words(cs: Callers) -
                 assert word not in found["priv-oliver"], (tool, found["priv-oliver"])
 
 
+async def test_memory_updated_reaches_only_the_sessions_that_see_the_block(cs: Callers) -> None:
+    """A caller's own `human` changing is told to that caller's call only; the caller-scoped
+    template's change to the call without a caller (the one that reads it); an agent-wide
+    block's change to every call. Before, every call of the agent heard of every change."""
+    agent = cs.agent()
+    calls = {
+        who: await cs.voice(agent, cs.token(agent, key)).connect()
+        for who, key in (("ana", "mem-ana"), ("ben", "mem-ben"), ("anon", None))
+    }
+    for c in calls.values():
+        await c.start()
+    ana = cs.identity("mem-ana").id
+    blocks = cs.memory.blocks
+    own = cs.on_server(blocks.set_value(agent, "human", "Ana", actor="user", identity_id=ana))
+    template = cs.on_server(blocks.set_value(agent, "human", "a caller", actor="user"))
+    persona = cs.on_server(blocks.set_value(agent, "persona", "I am Vee.", actor="user"))
+    assert own.identity_id == ana and template.identity_id is None and persona.scope == "agent"
+    expected = {
+        "ana": [("human", own.version), ("persona", persona.version)],
+        "ben": [("persona", persona.version)],
+        "anon": [("human", template.version), ("persona", persona.version)],
+    }
+    for who, c in calls.items():
+        # the agent-wide change is the last one made, and one call's notices come in order
+        await c.wait_for("memory.updated", timeout=30, label="persona")
+        got = [(e["label"], e["version"]) for e in c.of_type("memory.updated")]
+        assert got == expected[who], who
+        await c.close()
+
+
 async def test_a_caller_cannot_open_another_callers_conversation_or_token(cs: Callers) -> None:
     agent, other_agent = cs.agent(), cs.agent()
     a = await cs.voice(agent, cs.token(agent, "sock-alice")).connect()

@@ -494,7 +494,7 @@ class VoiceSession:
         return notes
 
     async def _watch_memory(self) -> None:
-        async with self.gw.memory_events.subscribe(self.agent_id) as q:
+        async with self.gw.memory_events.subscribe(self.agent_id, self.identity_id) as q:
             while True:
                 ev: BlockChanged = await q.get()
                 await self.send("memory.updated", label=ev.label, version=ev.version)
