@@ -3,13 +3,25 @@
 Redis delivers a stream's entries in order, but two workers may hold entries of the same
 agent at once (one in a backlog, or left by a crashed worker until it is reclaimed). An entry
 is applied only when no older entry of the same agent is still pending in the group (read
-but not acknowledged by anyone); `older_pending` answers that from XPENDING, fetching the
-agent of entries held by other workers once (XRANGE) and caching it."""
+but not acknowledged by anyone).
+
+`older_pending` answers that from a snapshot of the group's pending entries (XPENDING pages,
+the agent of each entry fetched once with XRANGE and cached) shared by every check. Once an
+entry has been delivered, the older entries pending in the group can only go away (XREADGROUP
+delivers in order; a reclaim keeps an entry pending), so a snapshot taken after an entry's
+delivery can only be wrong towards "still pending": the entry waits until a newer snapshot,
+never runs early. A snapshot is taken at most every `max_age_s`. Before, every check of every
+agent's next entry scanned up to 1,000 pending entries itself: with a backlog (two workers
+holding ~1,000 entries of 500 agents at 400-500 calls) the workers spent most of a core on
+those scans and fell further behind (issue 20; tests/integration/test_stream_order.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from agents.bus import GROUP, STREAM
@@ -46,33 +58,95 @@ def agent_of(fields: dict[Any, Any]) -> str:
     return agent if isinstance(agent, str) else ""
 
 
+def order_key(entry_id: str) -> tuple[int, int]:
+    """A stream entry id as a sortable key (\"1700000000000-3\" -> (1700000000000, 3))."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass
+class _Snapshot:
+    taken_at: float  # monotonic time the XPENDING scan began
+    oldest: dict[str, tuple[int, int]]  # agent -> its oldest pending entry (stream order)
+
+
 class StreamOrder:
-    def __init__(self, redis: Any, *, cache_size: int = 50_000, scan: int = 1000) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        *,
+        cache_size: int = 50_000,
+        page: int = 1000,
+        max_age_s: float = 0.05,
+    ) -> None:
         self.redis = redis
         self.cache_size = cache_size
-        self.scan = scan
+        self.page = page
+        self.max_age_s = max_age_s
         self._agents: OrderedDict[str, str] = OrderedDict()
+        self._seen: dict[str, float] = {}  # entry id -> when this worker was handed it
+        self._snapshot: _Snapshot | None = None
+        self._scanning: asyncio.Task[_Snapshot] | None = None
+        self.scans = 0  # XPENDING snapshots taken (for tests and benchmarks)
 
-    def remember(self, entry_id: str, agent_id: str) -> None:
+    def remember(self, entry_id: str, agent_id: str, *, delivered: bool = True) -> None:
+        """`entry_id` is about `agent_id`; `delivered`: it was just handed to this worker."""
         self._agents[entry_id] = agent_id
         if len(self._agents) > self.cache_size:
             self._agents.popitem(last=False)
+        if delivered:
+            self._seen[entry_id] = time.monotonic()
+
+    def forget(self, entry_id: str) -> None:
+        """This worker no longer holds `entry_id` (applied, dead-lettered or handed back)."""
+        self._seen.pop(entry_id, None)
 
     async def older_pending(self, entry_id: str, agent_id: str) -> bool:
         """Is an entry of `agent_id` older than `entry_id` pending in the group?"""
-        summary = await self.redis.xpending(STREAM, GROUP)
-        if not summary or not summary.get("pending") or decode(summary["min"]) == entry_id:
-            return False  # nothing older is pending (the common case: one round trip)
-        rows = await self.redis.xpending_range(
-            STREAM, GROUP, min="-", max=f"({entry_id}", count=self.scan
-        )
-        ids = [decode(r["message_id"]) for r in rows]
-        unknown = [i for i in ids if i not in self._agents]
+        seen = self._seen.get(entry_id, time.monotonic())
+        snap = self._snapshot
+        stale = snap is None or time.monotonic() - snap.taken_at > self.max_age_s
+        if stale or snap is None or snap.taken_at <= seen:
+            snap = await self._fresh(seen)
+        oldest = snap.oldest.get(agent_id)
+        return oldest is not None and oldest < order_key(entry_id)
+
+    async def _fresh(self, after: float) -> _Snapshot:
+        """A snapshot begun after `after`, shared with every check waiting at the same time."""
+        while True:
+            task = self._scanning
+            if task is None or task.done():
+                task = self._scanning = asyncio.create_task(self._scan())
+            snap = await asyncio.shield(task)
+            if snap.taken_at > after:
+                return snap
+
+    async def _scan(self) -> _Snapshot:
+        taken_at = time.monotonic()
+        self.scans += 1
+        ids: list[str] = []
+        start = "-"
+        while True:
+            rows = await self.redis.xpending_range(
+                STREAM, GROUP, min=start, max="+", count=self.page
+            )
+            ids += [decode(r["message_id"]) for r in rows]
+            if len(rows) < self.page:
+                break
+            start = f"({ids[-1]}"
+        agents = {i: self._agents[i] for i in ids if i in self._agents}
+        unknown = [i for i in ids if i not in agents]
         if unknown:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for i in unknown:
                     pipe.xrange(STREAM, i, i)
                 found = await pipe.execute()
             for i, got in zip(unknown, found, strict=True):
-                self.remember(i, agent_of(got[0][1]) if got else "")
-        return any(self._agents.get(i) == agent_id for i in ids)
+                agents[i] = agent_of(got[0][1]) if got else ""
+                self.remember(i, agents[i], delivered=False)
+        oldest: dict[str, tuple[int, int]] = {}
+        for i in ids:  # in stream order: an agent's first is its oldest
+            if agents[i] and agents[i] not in oldest:
+                oldest[agents[i]] = order_key(i)
+        snap = self._snapshot = _Snapshot(taken_at, oldest)
+        return snap

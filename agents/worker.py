@@ -31,6 +31,7 @@ from agents.bus import DEAD, GROUP, STREAM, RedisStreamsBus
 from agents.locks import RedisLocks
 from agents.sleeptime import Result, SleeptimeAgent
 from agents.stream_order import Entry, StreamOrder, agent_of, decode, entries
+from agents.stream_order import order_key as _order
 from memory.models import TranscriptEvent
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,10 @@ class SleeptimeWorker:
                 queue = self._queues[agent_id] = deque([held])
                 self._tg.create_task(self._runner(agent_id, queue))
 
+    def _drop(self, entry_id: str) -> None:
+        self.held.pop(entry_id, None)
+        self.order.forget(entry_id)
+
     # applying --------------------------------------------------------------------------
 
     async def _runner(self, agent_id: str, queue: deque[Held]) -> None:
@@ -263,7 +268,7 @@ class SleeptimeWorker:
 
     async def _done(self, h: Held, result: Result) -> None:
         await self._redis("XACK", self.redis.xack, STREAM, GROUP, h.entry_id)
-        self.held.pop(h.entry_id, None)
+        self._drop(h.entry_id)
         self.stats.processed += 1
         if result.outcome == "ran":
             self.stats.ran += 1
@@ -283,7 +288,7 @@ class SleeptimeWorker:
             count=1,
         )
         if not rows:  # Redis is down or lost the entry: it stays where Redis has it
-            self.held.pop(h.entry_id, None)
+            self._drop(h.entry_id)
             return
         delivered = int(rows[0]["times_delivered"])
         if delivered >= self.max_deliveries:
@@ -309,7 +314,7 @@ class SleeptimeWorker:
         if ok is not None:
             await self._redis("XACK", self.redis.xack, STREAM, GROUP, h.entry_id)
             self.stats.dead += 1
-        self.held.pop(h.entry_id, None)
+        self._drop(h.entry_id)
 
     # housekeeping ----------------------------------------------------------------------
 
@@ -397,11 +402,6 @@ class SleeptimeWorker:
         if not self._redis_down:
             log.warning("worker %s: %s failed (%s); retrying", self.consumer, what, exc)
         self._redis_down = True
-
-
-def _order(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
