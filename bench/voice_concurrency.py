@@ -3,10 +3,11 @@
 The gateway runs in its own process (uvicorn + uvloop + httptools, as `voice-gateway serve`)
 with instant STT/LLM/TTS (subclasses of our provider base classes) and the real webrtcvad on
 every 20 ms frame; turns go through the real agent loop and SQLite (`--database postgres`:
-a fresh database on the local PostgreSQL server; `--redis` for the bus and turn locks). Load
-generators run in separate processes (bench/_wsload.py: a light RFC 6455 client, real masked
-frames on real sockets at real-time pace; --client websockets uses the websockets library's
-client instead):
+a fresh database on the local PostgreSQL server; `--redis` for the bus and turn locks;
+`--sleeptime-workers N` adds N `voice-gateway sleeptime` processes per gateway: sleeptime in
+workers, bench/_sleeptime_fleet.py). Load generators run in separate processes
+(bench/_wsload.py: a light RFC 6455 client, real masked frames on real sockets at real-time
+pace; --client websockets uses the websockets library's client instead):
 each call streams a --cycle long pattern (espeak-ng speech, then silence) as 20 ms PCM16
 frames, at its own phase, so it takes one turn per cycle and hears a short reply. (500 calls
 at 8 s are ~62 agent turns per second, at 3 s ~167, each with SQLite writes.)
@@ -55,11 +56,12 @@ import random
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from _capacity import overload_figures, start_workers
-from _common import TempPostgresDatabases, emit, parser, postgres_admin_url, ratio
+from _common import RESULTS, TempPostgresDatabases, emit, parser, postgres_admin_url, ratio
 from _concurrency_consts import (
     CYCLE_S,
     ENDPOINT_MS,
@@ -70,6 +72,7 @@ from _concurrency_consts import (
 )
 from _concurrency_load import Pattern, _loader, cycle_pattern
 from _concurrency_rules import _verdict, behind, best_levels, row
+from _sleeptime_fleet import SleeptimeFleet, measured
 from _voice import load
 
 
@@ -226,6 +229,13 @@ def main() -> None:
     )
     p.add_argument("--redis", action="store_true", help="Redis even with one worker")
     p.add_argument(
+        "--sleeptime-workers",
+        type=int,
+        default=0,
+        help="N `voice-gateway sleeptime` processes per gateway (implies --redis; the scripted "
+        "model, a memory rewrite every 5 turns): sleeptime in workers, as deployed",
+    )
+    p.add_argument(
         "--database",
         default="sqlite",
         choices=["sqlite", "postgres"],
@@ -260,7 +270,8 @@ def main() -> None:
     overloads: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         redis = None
-        if args.workers > 1 or args.redis:
+        fleets: dict[int, SleeptimeFleet] = {}  # a gateway's sleeptime workers, by id(gateway)
+        if args.workers > 1 or args.redis or args.sleeptime_workers:
             from tests.support.servers import free_port
             from tests.support.services import RedisServer
 
@@ -275,11 +286,11 @@ def main() -> None:
 
         def launch(impl: str, layout: str, tag: str, **admission: Any) -> Any:
             k = len(impls) * LAYOUTS.index(layout) + impls.index(impl) + (8 if tag else 0)
-            return start_workers(
+            db = pg.new() if pg is not None else f"sqlite+aiosqlite:///{Path(tmp) / f'{k}.db'}"
+            redis_url = f"redis://127.0.0.1:{redis.port}/{k}" if redis else None
+            gw = start_workers(
                 args.workers,
-                pg.new()
-                if pg is not None
-                else f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{impl}-{layout}{tag}.db'}",
+                db,
                 llm={"reply": "Sure thing."},
                 stt="instant-mute" if args.no_turns else "instant",
                 tts="instant",
@@ -289,10 +300,15 @@ def main() -> None:
                 log_name=f"{name}.{impl}.{layout}{tag}",
                 instrument_frames=not args.no_instrument,
                 ws_impl=impl,
-                redis_url=f"redis://127.0.0.1:{redis.port}/{k}" if redis else None,
+                redis_url=redis_url,
                 # the sweep measures what the process holds: no admission control there
                 **(admission or {"process_max_calls": 0, "admit_max_lag_ms": 0}),
             )
+            if args.sleeptime_workers and redis_url:
+                n, tag = args.sleeptime_workers, f"{name}.{k}"
+                fleet = SleeptimeFleet(n, db, redis_url, RESULTS, tag)
+                fleets[id(gw)] = fleet.start()
+            return gw
 
         def make_agents(gw: Any, layout: str, n: int) -> list[str]:
             if layout == "one":
@@ -332,16 +348,20 @@ def main() -> None:
                     while True:
                         attempts += 1
                         settled_s = settle(list(gws.values()))
-                        level = run_level(
-                            gw,
-                            agents[impl, layout],
-                            n,
-                            seconds,
-                            args.loaders,
-                            pattern,
-                            args.client,
-                            callers if layout == "one" else None,
-                            args.reply_deadline,
+                        level = measured(
+                            fleets.get(id(gw)),
+                            partial(
+                                run_level,
+                                gw,
+                                agents[impl, layout],
+                                n,
+                                seconds,
+                                args.loaders,
+                                pattern,
+                                args.client,
+                                callers if layout == "one" else None,
+                                args.reply_deadline,
+                            ),
                         )
                         # a load generator behind its schedule (the shared machine's other
                         # work) did not offer the load: run the level once more
@@ -383,6 +403,8 @@ def main() -> None:
                     if capacity:
                         overload(impl, layout, capacity)
         finally:
+            for fleet in fleets.values():
+                fleet.stop()
             if redis is not None:
                 redis.stop()
             if pg is not None:

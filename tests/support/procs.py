@@ -27,6 +27,7 @@ class WorkerProcess:
     consumer: str | None = None
     concurrency: int = 2
     env: dict[str, str] = field(default_factory=dict)
+    nice: int = 0  # run below the gateway's priority (a worker on the gateway's machine)
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
 
@@ -35,6 +36,8 @@ class WorkerProcess:
         cmd = vg_command("sleeptime", "--concurrency", str(self.concurrency))
         if self.consumer:
             cmd += ["--consumer", self.consumer]
+        if self.nice:
+            cmd = ["nice", "-n", str(self.nice), *cmd]
         self._log = self.log_path.open("ab")
         skip = len(self.log_text())  # a restart appends to the same log
         self.proc = subprocess.Popen(
