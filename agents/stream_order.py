@@ -45,8 +45,12 @@ def entries(reply: Any) -> list[Entry]:
     return out
 
 
-def agent_of(fields: dict[Any, Any]) -> str:
-    """The agent an entry is about ("" when the entry is not a transcript event)."""
+def order_of(fields: dict[Any, Any]) -> str:
+    """Whose memory an entry changes, the unit applied in stream order: its agent, or
+    "agent/caller" for a caller of a shared agent (each caller's memory is their own, so two
+    callers' turns may be applied at once; an agent-wide block edited by both is written with
+    compare-and-set, and the later rewrite redone). "" when the entry is not a transcript
+    event."""
     raw = fields.get(b"event", fields.get("event"))
     if raw is None:
         return ""
@@ -55,7 +59,10 @@ def agent_of(fields: dict[Any, Any]) -> str:
     except ValueError:
         return ""
     agent = data.get("agent_id") if isinstance(data, dict) else None
-    return agent if isinstance(agent, str) else ""
+    if not isinstance(agent, str):
+        return ""
+    caller = data.get("identity_id")
+    return f"{agent}/{caller}" if isinstance(caller, str) and caller else agent
 
 
 def order_key(entry_id: str) -> tuple[int, int]:
@@ -67,7 +74,7 @@ def order_key(entry_id: str) -> tuple[int, int]:
 @dataclass
 class _Snapshot:
     taken_at: float  # monotonic time the XPENDING scan began
-    oldest: dict[str, tuple[int, int]]  # agent -> its oldest pending entry (stream order)
+    oldest: dict[str, tuple[int, int]]  # order key -> its oldest pending entry
 
 
 class StreamOrder:
@@ -89,9 +96,9 @@ class StreamOrder:
         self._scanning: asyncio.Task[_Snapshot] | None = None
         self.scans = 0  # XPENDING snapshots taken (for tests and benchmarks)
 
-    def remember(self, entry_id: str, agent_id: str, *, delivered: bool = True) -> None:
-        """`entry_id` is about `agent_id`; `delivered`: it was just handed to this worker."""
-        self._agents[entry_id] = agent_id
+    def remember(self, entry_id: str, key: str, *, delivered: bool = True) -> None:
+        """`entry_id`'s order key (`order_of`); `delivered`: it was just handed to this worker."""
+        self._agents[entry_id] = key
         if len(self._agents) > self.cache_size:
             self._agents.popitem(last=False)
         if delivered:
@@ -101,14 +108,15 @@ class StreamOrder:
         """This worker no longer holds `entry_id` (applied, dead-lettered or handed back)."""
         self._seen.pop(entry_id, None)
 
-    async def older_pending(self, entry_id: str, agent_id: str) -> bool:
-        """Is an entry of `agent_id` older than `entry_id` pending in the group?"""
+    async def older_pending(self, entry_id: str, key: str) -> bool:
+        """Is an entry of the same order key (`order_of`) older than `entry_id` pending in the
+        group?"""
         seen = self._seen.get(entry_id, time.monotonic())
         snap = self._snapshot
         stale = snap is None or time.monotonic() - snap.taken_at > self.max_age_s
         if stale or snap is None or snap.taken_at <= seen:
             snap = await self._fresh(seen)
-        oldest = snap.oldest.get(agent_id)
+        oldest = snap.oldest.get(key)
         return oldest is not None and oldest < order_key(entry_id)
 
     async def _fresh(self, after: float) -> _Snapshot:
@@ -142,10 +150,10 @@ class StreamOrder:
                     pipe.xrange(STREAM, i, i)
                 found = await pipe.execute()
             for i, got in zip(unknown, found, strict=True):
-                agents[i] = agent_of(got[0][1]) if got else ""
+                agents[i] = order_of(got[0][1]) if got else ""
                 self.remember(i, agents[i], delivered=False)
         oldest: dict[str, tuple[int, int]] = {}
-        for i in ids:  # in stream order: an agent's first is its oldest
+        for i in ids:  # in stream order: a key's first is its oldest
             if agents[i] and agents[i] not in oldest:
                 oldest[agents[i]] = order_key(i)
         snap = self._snapshot = _Snapshot(taken_at, oldest)

@@ -3,11 +3,13 @@
 - XREADGROUP with a stable consumer name (its own pending entries first), XAUTOCLAIM of
   entries another worker left idle for `claim_idle_ms` (it crashed); entries this worker holds
   are touched (XCLAIM JUSTID) every claim_idle_ms/3 so a live worker is never robbed.
-- One agent's entries are applied one at a time and in stream order, across all workers: an
-  entry waits while an older entry of the same agent is pending anywhere in the group
-  (`StreamOrder`), and the apply runs under the agent's lease (`vg:sleeptime:lock:{agent}`).
-  Each agent with entries here has a runner task that applies them in order; up to
-  `concurrency` agents are applied at a time, so a slow agent never holds up another.
+- One memory's entries (an agent's, or one caller's of a shared agent: `order_of`) are
+  applied one at a time and in stream order, across all workers: an entry waits while an older
+  entry of the same key is pending anywhere in the group (`StreamOrder`), and the apply runs
+  under that key's lease (`vg:sleeptime:lock:{key}`). Each key with entries here has a runner
+  task that applies them in order; up to `concurrency` keys are applied at a time, so a slow
+  one never holds up another. (Per agent before: one shared agent's callers took turns, and at
+  500 callers of one agent the workers fell further behind every second.)
 - The sleeptime agent records the event id with its state (idempotent); XACK after commit.
 - A failed entry is retried with backoff (each retry counts as a delivery); after
   `max_deliveries` it goes to `vg:transcripts:dead` with the error. Malformed or foreign
@@ -30,7 +32,7 @@ from pydantic import ValidationError
 from agents.bus import DEAD, GROUP, STREAM, RedisStreamsBus
 from agents.locks import RedisLocks
 from agents.sleeptime import Result, SleeptimeAgent
-from agents.stream_order import Entry, StreamOrder, agent_of, decode, entries
+from agents.stream_order import Entry, StreamOrder, decode, entries, order_of
 from agents.stream_order import order_key as _order
 from memory.models import TranscriptEvent
 
@@ -52,7 +54,7 @@ class Held:
 
     entry_id: str
     fields: dict[Any, Any]
-    agent_id: str
+    key: str  # order_of(fields)
     retry_at: float = 0.0
 
 
@@ -178,10 +180,10 @@ class SleeptimeWorker:
         for entry_id, fields in got:
             if entry_id in self.held:
                 continue
-            agent_id = agent_of(fields)
-            self.order.remember(entry_id, agent_id)
-            held = self.held[entry_id] = Held(entry_id, fields, agent_id)
-            queue = self._queues.get(agent_id)
+            key = order_of(fields)
+            self.order.remember(entry_id, key)
+            held = self.held[entry_id] = Held(entry_id, fields, key)
+            queue = self._queues.get(key)
             if queue is not None:  # its runner gets to it in turn, in stream order (a
                 queue.append(held)  # reclaimed entry is older than the ones waiting for it)
                 if len(queue) > 1 and _order(queue[-2].entry_id) > _order(entry_id):
@@ -189,8 +191,8 @@ class SleeptimeWorker:
                     queue.clear()
                     queue.extend(ordered)
             else:
-                queue = self._queues[agent_id] = deque([held])
-                self._tg.create_task(self._runner(agent_id, queue))
+                queue = self._queues[key] = deque([held])
+                self._tg.create_task(self._runner(key, queue))
 
     def _drop(self, entry_id: str) -> None:
         self.held.pop(entry_id, None)
@@ -198,7 +200,7 @@ class SleeptimeWorker:
 
     # applying --------------------------------------------------------------------------
 
-    async def _runner(self, agent_id: str, queue: deque[Held]) -> None:
+    async def _runner(self, key: str, queue: deque[Held]) -> None:
         """Apply one agent's entries in order, holding one of the `concurrency` slots while
         an entry is applied (never while waiting for an older entry or a retry)."""
         pause = 0.01
@@ -220,14 +222,14 @@ class SleeptimeWorker:
                     if not self._stopping.is_set():
                         await self._process(h)
         finally:
-            if self._queues.get(agent_id) is queue:
-                del self._queues[agent_id]
+            if self._queues.get(key) is queue:
+                del self._queues[key]
 
     async def _must_wait(self, h: Held) -> bool:
-        if not h.agent_id:
+        if not h.key:
             return False
         try:
-            return await self.order.older_pending(h.entry_id, h.agent_id)
+            return await self.order.older_pending(h.entry_id, h.key)
         except Exception as exc:
             self._down(exc)
             return True
@@ -245,7 +247,7 @@ class SleeptimeWorker:
             )
             await self._dead(h, f"malformed entry: {problems}")
             return
-        task = asyncio.create_task(self._apply(event))
+        task = asyncio.create_task(self._apply(h.key, event))
         try:
             await asyncio.wait([task])
         except asyncio.CancelledError:
@@ -262,8 +264,8 @@ class SleeptimeWorker:
         else:
             await self._done(h, task.result())
 
-    async def _apply(self, event: TranscriptEvent) -> Result:
-        async with self.locks.hold(event.agent_id):
+    async def _apply(self, key: str, event: TranscriptEvent) -> Result:
+        async with self.locks.hold(key):
             return await self.agent.handle(event)
 
     async def _done(self, h: Held, result: Result) -> None:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -46,11 +47,12 @@ class Stack:
         )
         return made.id
 
-    def event(self, agent_id: str, text: str) -> TranscriptEvent:
+    def event(self, agent_id: str, text: str, caller: str | None = None) -> TranscriptEvent:
         at = T0 + timedelta(seconds=next(self.seq))
         return TranscriptEvent(
             event_id=f"evt-{uuid.uuid4()}",
             agent_id=agent_id,
+            identity_id=caller,
             turn_id=f"turn-{uuid.uuid4()}",
             source="text",
             user_text=text,
@@ -131,6 +133,43 @@ async def test_two_workers_keep_each_agents_order(stack: Stack) -> None:
     for agent in agents:
         history = [c.new_value for c in reversed(await stack.memory.blocks.history(agent, "human"))]
         assert history == [f"Location: {c}" for c in cities]
+
+
+async def test_callers_of_one_agent_are_applied_side_by_side_each_in_order(
+    stack: Stack,
+) -> None:
+    """Each caller's memory is their own: two callers of one shared agent are rewritten at
+    the same time (before, one agent's entries took turns whoever the caller), and each
+    caller's turns still land in stream order."""
+    agent = await stack.new_agent()
+    callers = [
+        (await stack.memory.identities.resolve(None, f"order-{i}", agent_id=agent)).id
+        for i in range(4)
+    ]
+    cities = ["Oslo", "Rome", "Lima", "Kyiv"]
+    events = [stack.event(agent, f"I live in {city}.", c) for city in cities for c in callers]
+    busy, most = 0, 0
+    handle = stack.agent.handle
+
+    async def slow_handle(event: TranscriptEvent) -> Any:
+        nonlocal busy, most
+        busy += 1
+        most = max(most, busy)
+        try:
+            await asyncio.sleep(0.05)  # a rewrite that takes a while (an LLM call)
+            return await handle(event)
+        finally:
+            busy -= 1
+
+    stack.agent.handle = slow_handle  # type: ignore[method-assign]
+    a, b = stack.worker("a", concurrency=4), stack.worker("b", concurrency=4)
+    async with working(a, b):
+        await stack.bus.publish(events)
+        await wait_until(stack.ledger.all_processed_events(events), "every turn", timeout=120)
+    assert most >= 2, "one agent's callers were still applied one at a time"
+    for caller in callers:
+        history = await stack.memory.blocks.history(agent, "human", identity_id=caller)
+        assert [c.new_value for c in reversed(history)] == [f"Location: {c}" for c in cities]
 
 
 async def test_a_turn_published_twice_is_applied_once(stack: Stack) -> None:

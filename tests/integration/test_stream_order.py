@@ -10,7 +10,7 @@ import json
 import redis.asyncio as aioredis
 
 from agents.bus import GROUP, STREAM
-from agents.stream_order import StreamOrder, entries
+from agents.stream_order import StreamOrder, entries, order_of
 from voice_gateway.bus_runtime import redis_client
 
 AGENTS = 200
@@ -79,3 +79,15 @@ async def test_an_entry_delivered_after_a_snapshot_gets_a_newer_one(redis_url: s
         assert order.scans == 2
     finally:
         await r.aclose()
+
+
+def test_each_callers_memory_is_its_own_order_key() -> None:
+    def key(**event: str) -> str:
+        return order_of({b"event": json.dumps(event).encode()})
+
+    assert key(agent_id="agent-1") == "agent-1"
+    assert key(agent_id="agent-1", identity_id="identity-a") == "agent-1/identity-a"
+    assert key(agent_id="agent-1", identity_id="identity-b") != key(
+        agent_id="agent-1", identity_id="identity-a"
+    )
+    assert order_of({b"other": b"x"}) == "" and order_of({"event": "not json"}) == ""
