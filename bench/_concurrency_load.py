@@ -243,7 +243,8 @@ async def _load(
         else:
             c.send_json({"type": "session.end"})
         await asyncio.sleep(1.0 / max(1, len(calls)))
-    await asyncio.wait([asyncio.ensure_future(c.closed) for c in calls], timeout=60)
+    if calls:  # (a loader whose every call was refused has none to wait for)
+        await asyncio.wait([asyncio.ensure_future(c.closed) for c in calls], timeout=60)
     return {
         "calls": [
             {

@@ -315,22 +315,30 @@ def main() -> None:
                 return [gw.agent(name="shared")] * n
             return [gw.agent(name=f"caller-{i}") for i in range(n)]
 
-        def overload(impl: str, layout: str, capacity: int) -> None:
-            """A fresh gateway with `capacity` call slots, offered twice that many calls."""
-            gw = launch(impl, layout, ".overload", process_max_calls=capacity)
-            try:
-                settle([gw])
-                level = run_level(
+        def level_of(gw: Any, layout: str, agent_ids: list[str], n: int) -> dict[str, Any]:
+            """One level of `n` calls on `gw` (with its sleeptime workers' figures, if any)."""
+            return measured(
+                fleets.get(id(gw)),
+                partial(
+                    run_level,
                     gw,
-                    make_agents(gw, layout, 2 * capacity),
-                    2 * capacity,
+                    agent_ids,
+                    n,
                     seconds,
                     args.loaders,
                     pattern,
                     args.client,
                     callers if layout == "one" else None,
                     args.reply_deadline,
-                )
+                ),
+            )
+
+        def overload(impl: str, layout: str, capacity: int) -> None:
+            """A fresh gateway with `capacity` call slots, offered twice that many calls."""
+            gw = launch(impl, layout, ".overload", process_max_calls=capacity)
+            try:
+                settle([gw])
+                level = level_of(gw, layout, make_agents(gw, layout, 2 * capacity), 2 * capacity)
             finally:
                 gw.stop()
             overloads.append({"ws": impl, "agents": layout, "capacity": capacity, **level})
@@ -348,21 +356,7 @@ def main() -> None:
                     while True:
                         attempts += 1
                         settled_s = settle(list(gws.values()))
-                        level = measured(
-                            fleets.get(id(gw)),
-                            partial(
-                                run_level,
-                                gw,
-                                agents[impl, layout],
-                                n,
-                                seconds,
-                                args.loaders,
-                                pattern,
-                                args.client,
-                                callers if layout == "one" else None,
-                                args.reply_deadline,
-                            ),
-                        )
+                        level = level_of(gw, layout, agents[impl, layout], n)
                         # a load generator behind its schedule (the shared machine's other
                         # work) did not offer the load: run the level once more
                         if attempts == 2 or not behind(level):
