@@ -1,12 +1,12 @@
 """Per-agent order across sleeptime workers, and parsing of `vg:transcripts` replies.
 
 Redis delivers a stream's entries in order, but two workers may hold entries of the same
-agent at once (one in a backlog, or left by a crashed worker until it is reclaimed). An entry
-is applied only when no older entry of the same agent is still pending in the group (read
-but not acknowledged by anyone).
+memory (`order_of`) at once (one in a backlog, or left by a crashed worker until it is
+reclaimed). An entry is applied only when no older entry of the same memory is still pending
+in the group (read but not acknowledged by anyone).
 
 `older_pending` answers that from a snapshot of the group's pending entries (XPENDING pages,
-the agent of each entry fetched once with XRANGE and cached) shared by every check. Once an
+the order key of each entry fetched once with XRANGE and cached) shared by every check. Once an
 entry has been delivered, the older entries pending in the group can only go away (XREADGROUP
 delivers in order; a reclaim keeps an entry pending), so a snapshot taken after an entry's
 delivery can only be wrong towards "still pending": the entry waits until a newer snapshot,
@@ -90,7 +90,7 @@ class StreamOrder:
         self.cache_size = cache_size
         self.page = page
         self.max_age_s = max_age_s
-        self._agents: OrderedDict[str, str] = OrderedDict()
+        self._keys: OrderedDict[str, str] = OrderedDict()
         self._seen: dict[str, float] = {}  # entry id -> when this worker was handed it
         self._snapshot: _Snapshot | None = None
         self._scanning: asyncio.Task[_Snapshot] | None = None
@@ -98,9 +98,9 @@ class StreamOrder:
 
     def remember(self, entry_id: str, key: str, *, delivered: bool = True) -> None:
         """`entry_id`'s order key (`order_of`); `delivered`: it was just handed to this worker."""
-        self._agents[entry_id] = key
-        if len(self._agents) > self.cache_size:
-            self._agents.popitem(last=False)
+        self._keys[entry_id] = key
+        if len(self._keys) > self.cache_size:
+            self._keys.popitem(last=False)
         if delivered:
             self._seen[entry_id] = time.monotonic()
 
@@ -113,8 +113,11 @@ class StreamOrder:
         group?"""
         seen = self._seen.get(entry_id, time.monotonic())
         snap = self._snapshot
-        stale = snap is None or time.monotonic() - snap.taken_at > self.max_age_s
-        if stale or snap is None or snap.taken_at <= seen:
+        if (
+            snap is None
+            or snap.taken_at <= seen
+            or time.monotonic() - snap.taken_at > self.max_age_s
+        ):
             snap = await self._fresh(seen)
         oldest = snap.oldest.get(key)
         return oldest is not None and oldest < order_key(entry_id)
@@ -142,19 +145,19 @@ class StreamOrder:
             if len(rows) < self.page:
                 break
             start = f"({ids[-1]}"
-        agents = {i: self._agents[i] for i in ids if i in self._agents}
-        unknown = [i for i in ids if i not in agents]
+        keys = {i: self._keys[i] for i in ids if i in self._keys}
+        unknown = [i for i in ids if i not in keys]
         if unknown:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for i in unknown:
                     pipe.xrange(STREAM, i, i)
                 found = await pipe.execute()
             for i, got in zip(unknown, found, strict=True):
-                agents[i] = order_of(got[0][1]) if got else ""
-                self.remember(i, agents[i], delivered=False)
+                keys[i] = order_of(got[0][1]) if got else ""
+                self.remember(i, keys[i], delivered=False)
         oldest: dict[str, tuple[int, int]] = {}
         for i in ids:  # in stream order: a key's first is its oldest
-            if agents[i] and agents[i] not in oldest:
-                oldest[agents[i]] = order_key(i)
+            if keys[i] and keys[i] not in oldest:
+                oldest[keys[i]] = order_key(i)
         snap = self._snapshot = _Snapshot(taken_at, oldest)
         return snap
