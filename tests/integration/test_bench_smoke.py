@@ -73,3 +73,24 @@ def test_voice_concurrency_judges_a_level_by_both_rules(tmp_path: Path) -> None:
     assert row["calls"] == 5 and row["dropped"] == 0, row
     assert row["turns"] >= 5 and set(row["rules"]) == {"frame", "reply"}, row
     assert row["main_thread_us_per_frame"] > 0
+
+
+def test_voice_concurrency_with_sleeptime_workers_and_overload(tmp_path: Path) -> None:
+    """Real sleeptime workers beside the gateway (their CPU and the stream they consumed), and
+    an overload whose refused calls may all fall to one load generator."""
+    out = bench(
+        "voice_concurrency.py",
+        *("--quick", "--levels", "4", "--seconds", "6", "--cycle", "3"),
+        *("--agents", "per-call", "--ws", "fast", "--sleeptime-workers", "1"),
+        *("--overload", "--capacity", "2"),
+        results=tmp_path,
+    )
+    (level,) = out["levels"]
+    workers = level["sleeptime_workers"]
+    assert workers["processes"] == 1 and workers["nice"] == 10, workers
+    assert workers["published"] >= level["reply"]["turns"] > 0, workers
+    assert workers["read"] > 0 and workers["cores"] >= 0, workers
+    (over,) = out["overload"]["table"]
+    assert (over["offered"], over["calls"], over["refused_1013"]) == (4, 2, 2), over
+    assert over["half_served"] == 0, over
+    assert list(tmp_path.glob("voice_concurrency.*.sleeptime-0.log"))
