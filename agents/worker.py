@@ -32,8 +32,7 @@ from pydantic import ValidationError
 from agents.bus import DEAD, GROUP, STREAM, RedisStreamsBus
 from agents.locks import RedisLocks
 from agents.sleeptime import Result, SleeptimeAgent
-from agents.stream_order import Entry, StreamOrder, decode, entries, order_of
-from agents.stream_order import order_key as _order
+from agents.stream_order import Entry, StreamOrder, decode, entries, order_key, order_of
 from memory.models import TranscriptEvent
 
 log = logging.getLogger(__name__)
@@ -186,8 +185,8 @@ class SleeptimeWorker:
             queue = self._queues.get(key)
             if queue is not None:  # its runner gets to it in turn, in stream order (a
                 queue.append(held)  # reclaimed entry is older than the ones waiting for it)
-                if len(queue) > 1 and _order(queue[-2].entry_id) > _order(entry_id):
-                    ordered = sorted(queue, key=lambda e: _order(e.entry_id))
+                if len(queue) > 1 and order_key(queue[-2].entry_id) > order_key(entry_id):
+                    ordered = sorted(queue, key=lambda e: order_key(e.entry_id))
                     queue.clear()
                     queue.extend(ordered)
             else:
@@ -201,7 +200,7 @@ class SleeptimeWorker:
     # applying --------------------------------------------------------------------------
 
     async def _runner(self, key: str, queue: deque[Held]) -> None:
-        """Apply one agent's entries in order, holding one of the `concurrency` slots while
+        """Apply one memory's entries in order, holding one of the `concurrency` slots while
         an entry is applied (never while waiting for an older entry or a retry)."""
         pause = 0.01
         try:
