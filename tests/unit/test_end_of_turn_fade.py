@@ -109,11 +109,15 @@ def speak_then_transcribe(det: TurnDetector, text: str) -> SpeechStopped:
     for _ in range(30):
         out += det.feed(STEADY)
     pause = det.pauses + 1
+    t0 = time.monotonic()
     for i in range(70):
         out += det.feed(QUIET)
         if i == 4:
             det.give_text(pause, text)
-        time.sleep(0.02)
+        # paced against the start, not 20 ms after each frame: sleep's overshoot, added up
+        # (~1 ms a frame on a slow VM), ran the clock 20 ms ahead of the frames by the rule's
+        # 600 ms, and the turn ended at 580 ms of frames
+        time.sleep(max(0.0, t0 + (i + 1) * 0.02 - time.monotonic()))
     return next(e for e in out if isinstance(e, SpeechStopped))
 
 
