@@ -142,7 +142,6 @@ class Speaker:
             try:
                 self._keep_playing()
                 async for chunk in self.tts.synthesize(seg.text, self.rate):
-                    self._stop_keeping()
                     if self.tts_ttfb_ms is None:
                         self.tts_ttfb_ms = (time.perf_counter() - asked) * 1000
                     pending += chunk
