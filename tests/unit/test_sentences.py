@@ -69,6 +69,29 @@ def test_long_first_sentence_is_cut_at_a_clause() -> None:
     assert got[2] == "Second sentence, with a comma, stays whole."  # only the first is cut
 
 
+@pytest.mark.parametrize("step", [1, 4, 1000])
+def test_first_sentence_is_cut_at_its_first_clause_past_a_few_words(step: int) -> None:
+    text = "Sure, I can check that for you, and the library opens at nine. Bye, then, okay."
+    assert sentences(text, step) == [
+        "Sure, I can check that for you,",  # "Sure," alone is too short a chunk
+        "and the library opens at nine.",
+        "Bye, then, okay.",  # only the first sentence is cut
+    ]
+    assert sentences("Sure, no problem. Ok.", step) == ["Sure, no problem.", "Ok."]
+    assert sentences("It costs 1,250 dollars in total.", step) == [
+        "It costs 1,250 dollars in total."
+    ]
+
+
+def test_first_clause_comes_out_before_the_sentence_ends() -> None:
+    out, _rest = split("Yes, the shop is open, until six tonight.")
+    assert out[0] == (len("Yes, the shop is open, "), "Yes, the shop is open,")
+    s = SentenceSplitter(first_clause_words=0)
+    assert s.push("Yes, the shop is open, until six tonight. ") == [
+        "Yes, the shop is open, until six tonight."
+    ]
+
+
 def test_no_sentence_without_the_following_space_and_flush_keeps_the_tail() -> None:
     s = SentenceSplitter()
     assert s.push("Almost done.") == []  # might still become "Almost done.5"

@@ -192,9 +192,10 @@ class Reply:
                     for sentence in splitter.push(ev.text):
                         self._say(sentence, ev.message_id)
                         if self.speaker.first_audio_at is None:
-                            # let the speaker start on it now: the loop may go on for a
-                            # while without yielding (the step's write, the next chunks)
-                            await asyncio.sleep(0)
+                            # the first audio goes out before the turn goes on (its next
+                            # chunks, text events, the step's write): on a busy event loop
+                            # that work held the first frame back ~3 ms (bench/voice_latency)
+                            await self.speaker.first_audio()
                 elif isinstance(ev, ToolArgsDelta):
                     self.t_first_tool = self.t_first_tool or time.monotonic()
                     found = filler.feed(ev)

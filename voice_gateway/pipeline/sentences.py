@@ -42,7 +42,12 @@ _ABBREV = {
 }
 _MARKDOWN = re.compile(r"(\*\*|__|\*|`{1,3}|^#{1,6}\s*|^\s*[-*+•]\s+|^\s*\d+\.\s+(?=\D))", re.M)
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-FIRST_CHUNK_MAX = 60
+# the first sentence is cut at its first clause boundary (, ; : — –) with at least this many
+# words before it, as voice stacks do: TTS starts on a short chunk, and with a streaming
+# model the first audio does not wait for the whole first sentence to be generated
+FIRST_CLAUSE_WORDS = 4
+_CLAUSE = re.compile(r"[,;:—–](?=\s)")
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*(?=\s)|\n\s*\n|\n(?=\s*[-*+•#\d])")
 
 
 def clean_for_speech(text: str) -> str:
@@ -52,10 +57,10 @@ def clean_for_speech(text: str) -> str:
 
 
 class SentenceSplitter:
-    def __init__(self, first_chunk_max: int = FIRST_CHUNK_MAX) -> None:
+    def __init__(self, first_clause_words: int = FIRST_CLAUSE_WORDS) -> None:
         self._buf = ""
         self._emitted = 0
-        self.first_chunk_max = first_chunk_max
+        self.first_clause_words = first_clause_words  # 0: never cut at a clause
 
     def push(self, delta: str) -> list[str]:
         self._buf += delta
@@ -78,8 +83,15 @@ class SentenceSplitter:
         return rest or None
 
     def _find_cut(self) -> int | None:
+        sentence = self._sentence_end()
+        if self._emitted or not self.first_clause_words:
+            return sentence
+        clause = self._first_clause(sentence)
+        return clause if clause is not None else sentence
+
+    def _sentence_end(self) -> int | None:
         buf = self._buf
-        for m in re.finditer(r"[.!?…]+[\"')\]]*(?=\s)|\n\s*\n|\n(?=\s*[-*+•#\d])", buf):
+        for m in _SENTENCE_END.finditer(buf):
             end = m.end()
             if end >= len(buf):  # need the following whitespace to know the sentence ended
                 return None
@@ -88,11 +100,17 @@ class SentenceSplitter:
             if len(clean_for_speech(buf[:end])) < 2:
                 continue
             return end
-        if self._emitted == 0 and len(buf) > self.first_chunk_max:
-            # a fast first response: cut a long first sentence at a clause boundary
-            for m in re.finditer(r"[,;:—–]\s", buf[: self.first_chunk_max * 2]):
-                if m.end() >= 25:
-                    return m.end()
+        return None
+
+    def _first_clause(self, sentence: int | None) -> int | None:
+        """The end of the first clause of the first sentence with enough words before it
+        (the whitespace after the mark must have arrived), if before the sentence's end."""
+        buf = self._buf if sentence is None else self._buf[:sentence]
+        for m in _CLAUSE.finditer(buf):
+            if m.end() >= len(self._buf):
+                return None
+            if len(clean_for_speech(buf[: m.end()]).split()) >= self.first_clause_words:
+                return m.end() + 1  # with the space: the rest starts at its first word
         return None
 
     @staticmethod

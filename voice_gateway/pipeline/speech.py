@@ -29,6 +29,10 @@ REFILL_MS = 100
 # much off the path it had learned (bench/echo_restarts.py, AEC3: 29.4 dB removed with no
 # jitter, 21.9-14.9 dB with 20-100 ms on each restart; kept playing, 28.6-29.6 dB).
 KEEP_MS = 40
+# how long a reply holds back the rest of its turn (the LLM stream, text events, the step's
+# write) for its first audio: a local voice (espeak-ng) needs well under 1 ms of synthesis,
+# but its buffers reach the event loop only when the loop is idle and the GIL free
+FIRST_AUDIO_WAIT_S = 0.1
 
 SendAudio = Callable[[bytes], Awaitable[None]]
 
@@ -78,6 +82,7 @@ class Speaker:
     underrun_ms: float = 0.0  # mid-reply, how long the client had nothing left to play
     _keep: asyncio.TimerHandle | None = None  # when to send silence, while waiting for audio
     _filling: asyncio.Task[None] | None = None
+    _started: asyncio.Event = field(default_factory=asyncio.Event)  # first audio, or no hope
 
     def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
         """Queue text for TTS; after a TTS failure in this reply, further text stays unspoken
@@ -113,6 +118,19 @@ class Speaker:
     def frame_bytes(self) -> int:
         return self.rate * FRAME_MS // 1000 * 2
 
+    async def first_audio(self, timeout_s: float = FIRST_AUDIO_WAIT_S) -> None:
+        """Wait (at most `timeout_s`) until the first audio frame is sent, or the speaker has
+        nothing left to say (its text failed or was empty). The reply calls this after its
+        first sentence: until that audio is out, anything else the turn does on the event
+        loop (or holding the GIL) delays it, and the rest of the reply is not needed yet."""
+        if self._started.is_set():
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._started.wait()
+        except TimeoutError:
+            return
+
     async def run(self) -> None:
         try:
             while True:
@@ -125,7 +143,10 @@ class Speaker:
                     continue
                 job = self._jobs.popleft()
                 await self._speak(job)
+                if self.first_audio_at is None:
+                    self._started.set()  # it said nothing (failed, or no audio): no wait
         finally:
+            self._started.set()
             self._stop_keeping()
             if self._filling is not None:
                 self._filling.cancel()
@@ -210,6 +231,7 @@ class Speaker:
                 self.first_audio_at = now
                 if self.on_first_audio is not None:
                     await self.on_first_audio()
+                self._started.set()
             elapsed_ms = (now - self._clock_start) * 1000
             if self.sent_ms < elapsed_ms:  # underrun: the client has played everything
                 self.underrun_ms += elapsed_ms - self.sent_ms
