@@ -40,6 +40,39 @@ def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = M
     return rule
 
 
+def text_first(fast_db: float, fast_p: float, sentence_ms: float = MAX_MS) -> Rule:
+    """As `graded(fast_db, fast_p, 0)`, but a transcript already there when the pause reaches
+    200 ms decides a faded voice without the model: a finished sentence ends the turn, run-on
+    words wait; the model is asked only when the transcript is late or says nothing either way
+    (`model_asked` counts those pauses)."""
+
+    def rule(p: Pause) -> float:
+        t_at = text_at_ms(p)
+        tx = text_complete(p.text) if p.text is not None else None
+        faded = (0.0 if p.drop_db is None else p.drop_db) <= fast_db
+        if faded and t_at <= 200.0 and tx is not None:
+            return 200.0 if tx else MAX_MS
+        if faded and p.p >= fast_p and not (t_at <= 200.0 and tx is False):
+            return 200.0
+        if tx is True:
+            return max(sentence_ms, t_at)
+        return MAX_MS
+
+    return rule
+
+
+def model_asked(samples: list[Sample], fast_db: float, skip_on_text: bool) -> int:
+    """Pauses (up to each sample's first end) that would run the model under the -21 dB rule."""
+    n = 0
+    for s in samples:
+        for p in s.pauses:
+            faded = (0.0 if p.drop_db is None else p.drop_db) <= fast_db
+            tx = text_complete(p.text) if p.text is not None else None
+            if faded and not (skip_on_text and text_at_ms(p) <= 200.0 and tx is not None):
+                n += 1
+    return n
+
+
 def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
     """A middle step after `fast` (default: the -21 dB / 0.5 rule): when some signals agree
     (`kind`: "model" = P ≥ 0.5, "sentence" = a finished sentence, "model|sentence",
@@ -181,6 +214,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "fade_-21_model_0.5": graded(-21, 0.5, 0),
         "fade_-21_model_0.5_wait_250": graded(-21, 0.5, 250),
         "fade_-20_alone": graded(-20, 0.0, 0),
+        "fade_-21_text_first_model_0.5": text_first(-21, 0.5),
         **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
     }
     for kind in ("model", "model|sentence", "model&sentence"):
@@ -191,6 +225,11 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         r["espeak"] = _brief(evaluate(espeak, rule))
         r["espeak_number_pause_cut"] = evaluate(paused, rule)["cuts"]
         out[f"in_sample:{name}"] = r
+    out["model_asked"] = {
+        "fade_-21_model_0.5": model_asked(real, -21, False),
+        "fade_-21_text_first_model_0.5": model_asked(real, -21, True),
+        "pauses": sum(len(s.pauses) for s in real),
+    }
     for ms in (MAX_MS, *SENTENCE_MS):
         for fam in ("graded", "logistic"):
             out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))

@@ -71,7 +71,7 @@ class Recorder(EndOfTurn):
         self.features.append(frame)
         self.tail.feed(frame)
 
-    def decide(self) -> Decision:
+    def decide(self, text: str | None = None) -> Decision:
         fut = self.model.submit(self.features.features())
         assert fut is not None
         self.pauses.append(Pause(0, fut.result(), self.tail.drop_db(), self.voiced))

@@ -83,7 +83,7 @@ class FadeOnly(EndOfTurn):
     def feed(self, frame: bytes) -> None:
         self.tail.feed(frame)
 
-    def decide(self) -> Decision:
+    def decide(self, text: str | None = None) -> Decision:
         return Ready(Verdict(faded(self.tail.drop_db(), self.fade_db) is True, "prosody"))
 
 
@@ -97,7 +97,7 @@ class TextOnly(EndOfTurn):
         self.owner = owner
         self.min_silence_ms, self.max_silence_ms = 200, 1600
 
-    def decide(self) -> Any:
+    def decide(self, text: str | None = None) -> Any:
         class _D(Decision):
             text: str | None = None
 
@@ -169,10 +169,12 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         fade: float | None = None,
         sentence: int = 0,
         first_ms: int = 200,
+        text_first: bool = True,
     ) -> SmartTurn:
         return SmartTurn(
             model,
             min_silence_ms=first_ms,
+            text_first=text_first,
             threshold=thr,
             use_text=use_text,
             text_wait_ms=wait,
@@ -196,6 +198,10 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,
             )
+    out["smart_text_fade_0.5_0_-21_model_always"] = (  # before step 0 (decision.py)
+        lambda: smart(0.5, True, 0, -21, text_first=False),
+        True,
+    )
     for ms in (100, 150):  # the model asked sooner in the pause (VG_TURN_MIN_SILENCE_MS)
         out[f"smart_text_fade_0.5_0_-21_asked_at_{ms}"] = (
             lambda m=ms: smart(0.5, True, 0, -21, first_ms=m),

@@ -234,3 +234,65 @@ def test_the_settings_reach_each_calls_detector() -> None:
     eot = services.new_end_of_turn("smart")
     assert isinstance(eot, SmartTurn)
     assert (eot.fade_db, eot.sentence_ms, eot.text_wait_ms) == (-18.0, 900, 120)
+
+
+# ---- step 0: a faded voice and a transcript already there (endpoint/decision.py) -------------
+
+
+def fade_then_transcribe(det: TurnDetector, text: str, at: int = 4) -> SpeechStopped:
+    """600 ms at full level, a 200 ms fade to ~-38 dB, then silence in real time; the pause's
+    transcript `text` arrives `at` frames into the silence (before the 200 ms decision when
+    `at` < 10)."""
+    out = []
+    for frame in [STEADY] * 30 + FADE:
+        out += det.feed(frame)
+    t0 = time.monotonic()
+    for i in range(70):
+        out += det.feed(QUIET)
+        if i == at:
+            det.give_text(det.pauses, text)
+        time.sleep(max(0.0, t0 + (i + 1) * 0.02 - time.monotonic()))
+    return next(e for e in out if isinstance(e, SpeechStopped))
+
+
+def test_a_finished_sentence_and_a_faded_voice_end_the_turn_without_the_model() -> None:
+    model = Scripted(0.1)  # the model would say "not done" (the LibriVox readings it misjudges)
+    det = smart(model, fade_db=-14.0)
+    stop = fade_then_transcribe(det, "He might even have been made amiable himself.")
+    assert model.calls == 0 and stop.verdict is not None
+    assert stop.verdict.complete and stop.verdict.source == "text"
+    assert 200 <= stop.end_of_turn_ms <= 240
+
+
+def test_run_on_words_wait_without_asking_the_model() -> None:
+    model = Scripted(0.95)
+    det = smart(model, fade_db=-14.0)
+    stop = fade_then_transcribe(det, "My number is five five five")
+    assert model.calls == 0 and stop.verdict is not None
+    assert stop.verdict.complete is False and stop.verdict.source == "text"
+    assert stop.end_of_turn_ms == 1000
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "text_first"),
+    [
+        ("10 of clubs", 4, True),  # the words cannot tell: the model decides
+        ("Go somewhere and do something.", 12, True),  # decoded after the decision: too late
+        ("Go somewhere and do something.", 4, False),  # step 0 switched off
+    ],
+)
+def test_the_model_decides_when_the_transcript_cannot(text: str, at: int, text_first: bool) -> None:
+    model = Scripted(0.9)
+    det = smart(model, fade_db=-14.0, text_first=text_first)
+    stop = fade_then_transcribe(det, text, at)
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete and stop.verdict.source == "model"
+    assert stop.end_of_turn_ms <= 300
+
+
+def test_step_0_needs_the_fade() -> None:
+    """A voice that stopped at full level is not decided by its words at 200 ms."""
+    model = Scripted(0.9)
+    det = smart(model, fade_db=-14.0)
+    stop = speak_then_transcribe(det, "Can you remind me to call my sister?")
+    assert model.calls == 0 and stop.end_of_turn_ms == 1000

@@ -178,7 +178,7 @@ class SlowModel(EndOfTurn):
     def __init__(self, late_polls: int | None, verdict: Verdict) -> None:
         self.late_polls, self.verdict = late_polls, verdict
 
-    def decide(self) -> Decision:
+    def decide(self, text: str | None = None) -> Decision:
         owner = self
 
         class Late(Decision):

@@ -71,8 +71,9 @@ class EndOfTurn(ABC):
         return None
 
     @abstractmethod
-    def decide(self) -> Decision:
-        """Called once per pause when it reaches `min_silence_ms`; must not block."""
+    def decide(self, text: str | None = None) -> Decision:
+        """Called once per pause when it reaches `min_silence_ms`; must not block. `text`: the
+        pause's speculative transcript when it is already decoded (else `give_text` later)."""
 
     def close(self) -> None:
         return None
@@ -84,5 +85,5 @@ class SilenceRule(EndOfTurn):
     def __init__(self, silence_ms: int = 400) -> None:
         self.min_silence_ms = self.max_silence_ms = silence_ms
 
-    def decide(self) -> Decision:
+    def decide(self, text: str | None = None) -> Decision:
         return Ready(Verdict(True, "silence"))

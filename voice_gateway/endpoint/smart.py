@@ -28,6 +28,7 @@ from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
 from voice_gateway.endpoint.decision import SmartDecision, combine
 from voice_gateway.endpoint.features import IncrementalFeatures
 from voice_gateway.endpoint.prosody import TailEnergy, faded
+from voice_gateway.endpoint.text import text_complete
 
 __all__ = ["SmartTurn", "SmartTurnModel", "combine", "find_model", "load_model"]
 
@@ -121,7 +122,9 @@ class SmartTurn(EndOfTurn):
     transcript; `text_wait_ms`: how long a 'complete' from the voice waits for the
     transcript's veto; `fade_db`: a 'complete' also needs the voice to have faded this far at
     its last sound (None: not asked); `sentence_ms`: a finished sentence in the transcript ends
-    the turn after this much silence whatever the voice says (0: not used)."""
+    the turn after this much silence whatever the voice says (0: not used); `text_first`: with
+    the voice faded, a transcript already there that says either way decides without the
+    model (decision.py step 0)."""
 
     name = "smart"
 
@@ -137,13 +140,14 @@ class SmartTurn(EndOfTurn):
         text_wait_ms: float = 0.0,
         fade_db: float | None = None,
         sentence_ms: int = 0,
+        text_first: bool = True,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.clock = model, clock
         self.min_silence_ms, self.max_silence_ms = min_silence_ms, max_silence_ms
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
-        self.fade_db, self.sentence_ms = fade_db, sentence_ms
+        self.fade_db, self.sentence_ms, self.text_first = fade_db, sentence_ms, text_first
         self.features = IncrementalFeatures()
         self.tail = TailEnergy()
         self.broken = False  # a failed inference: this call uses the silence rule
@@ -159,7 +163,7 @@ class SmartTurn(EndOfTurn):
         if self.fade_db is not None:
             self.tail.feed(frame)
 
-    def decide(self) -> Decision:
+    def decide(self, text: str | None = None) -> Decision:
         if self.broken:
             return Ready(Verdict(None, "fallback", reason="error"))
         started = time.perf_counter()
@@ -170,6 +174,11 @@ class SmartTurn(EndOfTurn):
                 # step 2), so it is not asked. bench/turn_taking.py's corpus: 60 % of pauses, 95 %
                 # of those inside a sentence, and every espeak-ng sentence (turn_scores.json)
                 return SmartDecision(self, None, 0.0, fade)
+            signal = text_complete(text) if text is not None and self.use_text else None
+            if fade and self.text_first and signal is not None:
+                # a faded voice and a transcript already decoded that says either way: the
+                # words decide, the model is not asked (decision.py step 0)
+                return Ready(Verdict(signal, "text", None, text))
             features = self.features.features()
             future = self.model.submit(features)
         except Exception as exc:

@@ -157,7 +157,7 @@ class TurnDetector:
         if silent < eot.min_silence_ms:
             return False
         if self._decision is None:
-            self._decision = eot.decide()
+            self._decision = eot.decide(self._pause_text)
             if self._pause_text is not None:
                 self._decision.give_text(self._pause_text)
         verdict = self._decision.poll()
