@@ -40,37 +40,32 @@ def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = M
     return rule
 
 
+def by_words(p: Pause, fast_db: float) -> bool | None:
+    """Step 0 (endpoint/decision.py): a faded voice whose transcript is there at 200 ms and says
+    either way -> its verdict; None: the model is asked (or, unfaded, nothing ends it early)."""
+    if (0.0 if p.drop_db is None else p.drop_db) > fast_db or p.text is None:
+        return None
+    return text_complete(p.text) if text_at_ms(p) <= 200.0 else None
+
+
 def text_first(fast_db: float, fast_p: float, sentence_ms: float = MAX_MS) -> Rule:
-    """As `graded(fast_db, fast_p, 0)`, but a transcript already there when the pause reaches
-    200 ms decides a faded voice without the model: a finished sentence ends the turn, run-on
-    words wait; the model is asked only when the transcript is late or says nothing either way
-    (`model_asked` counts those pauses)."""
+    """As `graded(fast_db, fast_p, 0)`, with step 0 first: the model is asked only when the
+    transcript is late or says nothing either way (`model_asked` counts those pauses)."""
+    then = graded(fast_db, fast_p, 0, sentence_ms)
 
     def rule(p: Pause) -> float:
-        t_at = text_at_ms(p)
-        tx = text_complete(p.text) if p.text is not None else None
-        faded = (0.0 if p.drop_db is None else p.drop_db) <= fast_db
-        if faded and t_at <= 200.0 and tx is not None:
-            return 200.0 if tx else MAX_MS
-        if faded and p.p >= fast_p and not (t_at <= 200.0 and tx is False):
-            return 200.0
-        if tx is True:
-            return max(sentence_ms, t_at)
-        return MAX_MS
+        words = by_words(p, fast_db)
+        if words is None:
+            return then(p)
+        return 200.0 if words else MAX_MS
 
     return rule
 
 
 def model_asked(samples: list[Sample], fast_db: float, skip_on_text: bool) -> int:
-    """Pauses (up to each sample's first end) that would run the model under the -21 dB rule."""
-    n = 0
-    for s in samples:
-        for p in s.pauses:
-            faded = (0.0 if p.drop_db is None else p.drop_db) <= fast_db
-            tx = text_complete(p.text) if p.text is not None else None
-            if faded and not (skip_on_text and text_at_ms(p) <= 200.0 and tx is not None):
-                n += 1
-    return n
+    """Recorded pauses with a voice faded by `fast_db` (the model's) that would run the model."""
+    faded = [p for s in samples for p in s.pauses if (p.drop_db or 0.0) <= fast_db]
+    return sum(1 for p in faded if not (skip_on_text and by_words(p, fast_db) is not None))
 
 
 def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
