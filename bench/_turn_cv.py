@@ -156,6 +156,16 @@ def loco(samples: list[Sample], family: str, sentence_ms: float) -> dict[str, An
                 key=lambda prm: _key(evaluate(train, graded(**prm, sentence_ms=sentence_ms))),
             )
             rules[name] = graded(**best, sentence_ms=sentence_ms)
+        elif family == "text_first":  # step 0, then the graded rule (no text wait)
+            grid = itertools.product(GRID["fast_db"], GRID["fast_p"])
+            best = dict(
+                zip(
+                    ("fast_db", "fast_p"),
+                    min(grid, key=lambda v: _key(evaluate(train, text_first(*v, sentence_ms)))),
+                    strict=True,
+                )
+            )
+            rules[name] = text_first(best["fast_db"], best["fast_p"], sentence_ms)
         else:
             at = min(LOGISTIC_AT, key=lambda a: _key(evaluate(train, logistic(train, a))))
             best = {"fast_at": at}
@@ -226,7 +236,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "pauses": sum(len(s.pauses) for s in real),
     }
     for ms in (MAX_MS, *SENTENCE_MS):
-        for fam in ("graded", "logistic"):
+        for fam in ("graded", "text_first", "logistic"):
             out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))
     for k, v in out.items():
         print(k, {a: b for a, b in v.items() if a != "chosen"} if isinstance(v, dict) else v)
