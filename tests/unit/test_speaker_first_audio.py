@@ -4,30 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
+from tests.support.fault_providers import Faults, FaultTTS
+from tests.unit.test_speaker_keeps_playing import SlowTTS
 from voice_gateway.pipeline.speech import Speaker
-from voice_gateway.tts.base import TTSProvider
 from voice_gateway.tts.espeak import EspeakTTS
-
-
-class BrokenTTS(TTSProvider):
-    name = "broken"
-
-    def __init__(self) -> None:
-        super().__init__(timeout_s=1.0, retries=0)
-
-    async def _stream(self, text: str) -> AsyncIterator[bytes]:
-        raise ConnectionError("vendor hung up")
-        yield b""  # pragma: no cover
-
-
-class SlowTTS(TTSProvider):
-    name = "slow"
-
-    async def _stream(self, text: str) -> AsyncIterator[bytes]:
-        await asyncio.sleep(5)
-        yield b"\x00\x00" * 320
 
 
 async def _sink(pcm: bytes) -> None:
@@ -56,7 +37,7 @@ async def test_first_audio_does_not_wait_for_a_voice_that_failed() -> None:
     async def on_error(exc: Exception) -> None:
         failed.append(exc)
 
-    sp = Speaker(BrokenTTS(), 16000, _sink, on_tts_error=on_error)
+    sp = Speaker(FaultTTS(Faults(tts="start")), 16000, _sink, on_tts_error=on_error)
     task = asyncio.create_task(sp.run())
     sp.say("Hello there.", "m1")
     await asyncio.wait_for(sp.first_audio(timeout_s=10.0), 5.0)  # not the 10 s bound
@@ -66,7 +47,7 @@ async def test_first_audio_does_not_wait_for_a_voice_that_failed() -> None:
 
 
 async def test_first_audio_waits_no_longer_than_its_bound() -> None:
-    sp = Speaker(SlowTTS(), 16000, _sink)
+    sp = Speaker(SlowTTS(first_s=5.0), 16000, _sink)
     task = asyncio.create_task(sp.run())
     sp.say("Hello there.", "m1")
     await asyncio.wait_for(sp.first_audio(timeout_s=0.05), 2.0)
