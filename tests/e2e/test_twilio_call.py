@@ -199,7 +199,10 @@ async def test_dtmf_reaches_the_agent_as_a_note(pg: PhoneGateway) -> None:
 
 async def test_greeting_on_the_phone_uses_the_name_from_memory(pg: PhoneGateway) -> None:
     agent_id = pg.agent(
-        greeting="Hello! How can I help you today?",
+        # tiny.en hears espeak's narrowband "today" as "Punei" or "Pomey", and on another CPU
+        # fell back to sampling and looped ("can I help you, can I help you, ..."): these words
+        # come through whole on the phone path
+        greeting="Hello! Thanks for calling. What can I do for you?",
         memory_blocks=[{"label": "human", "value": "name: Alice\nLikes green tea."}],
     )
     call = await pg.call(agent_id, call_sid="CA" + "5" * 32).connect()
@@ -209,7 +212,8 @@ async def test_greeting_on_the_phone_uses_the_name_from_memory(pg: PhoneGateway)
     audio = call.audio()
     assert rms_dbfs(audio) > -35
     heard = await transcribe_on(pg.server, audio)
-    assert wer("Hello Alice! How can I help you today?", heard) <= 0.25, heard
+    assert "alice" in heard.lower(), heard
+    assert wer("Hello Alice! Thanks for calling. What can I do for you?", heard) <= 0.25, heard
     assert not pg.llm.requests  # the greeting is not an LLM turn
     await call.stop()
     assert await call.wait_closed() == 1000
