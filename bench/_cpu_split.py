@@ -70,10 +70,10 @@ def install() -> None:
 
     timed = smart.SmartTurnModel._timed
 
-    def _timed(self: Any, features: Any) -> float:
+    def _timed(self: Any, features: Any, columns: int | None = None) -> float:
         name_thread(TURN)
         counts["turn_inferences"] += 1
-        return timed(self, features)
+        return timed(self, features, columns)
 
     smart.SmartTurnModel._timed = _timed  # type: ignore[method-assign]
 

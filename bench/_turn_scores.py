@@ -72,7 +72,7 @@ class Recorder(EndOfTurn):
         self.tail.feed(frame)
 
     def decide(self, text: str | None = None) -> Decision:
-        fut = self.model.submit(self.features.features())
+        fut = self.model.submit(self.features.features(), self.features.columns)
         assert fut is not None
         self.pauses.append(Pause(0, fut.result(), self.tail.drop_db(), self.voiced))
         pause = self.pauses[-1]

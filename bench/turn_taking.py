@@ -44,6 +44,7 @@ from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule,
 from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
+from voice_gateway.endpoint.window import window_for
 from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.stt.whisper import WhisperSTT
 from voice_gateway.vad import create_vad
@@ -57,11 +58,12 @@ class InlineModel(SmartTurnModel):
 
     cache: ClassVar[dict[bytes, float]] = {}
 
-    def submit(self, features: np.ndarray) -> Future[float] | None:
+    def submit(self, features: np.ndarray, columns: int | None = None) -> Future[float] | None:
         fut: Future[float] = Future()
-        key = hashlib.sha1(features.tobytes()).digest()
+        width = window_for(columns) if columns is not None and len(self.sessions) > 1 else 800
+        key = hashlib.sha1(features.tobytes() + bytes(str(width), "ascii")).digest()
         if key not in self.cache:
-            self.cache[key] = self._timed(features)
+            self.cache[key] = self._timed(features, columns)
         fut.set_result(self.cache[key])
         return fut
 
@@ -268,6 +270,11 @@ def main() -> None:
         "--rescore to record again) and compare end-of-turn rules, leave-one-clip-out",
     )
     p.add_argument("--rescore", action="store_true", help="with --cv: record the scores again")
+    p.add_argument(
+        "--full-window",
+        action="store_true",
+        help="Smart Turn on its 8 s window (VG_TURN_WINDOW=false), not cut to the utterance",
+    )
     args = p.parse_args()
     only = tuple(x for x in args.only.split(",") if x)
     corpus = clips()
@@ -284,14 +291,15 @@ def main() -> None:
             path = find_model()
             assert path is not None, "--cv needs the Smart Turn model"
             RESULTS.mkdir(exist_ok=True)
-            model, texts = InlineModel(path, workers=1), Transcripts()
+            model = InlineModel(path, workers=1, windows=not args.full_window)
+            texts = Transcripts()
             samples = record_scores(model, texts, PAUSES_MS) + record_espeak(model, texts)
             save(samples, cache)
         emit("turn_taking_cv", cross_validate(load(cache)))
         return
     pauses = (500, 1200) if args.quick else PAUSES_MS
     path = find_model()
-    model = InlineModel(path, workers=1) if path is not None else None
+    model = None if path is None else InlineModel(path, workers=1, windows=not args.full_window)
     texts = Transcripts()
     clock = [0.0]
     results: dict[str, Any] = {"clips": len(corpus), "model": str(path) if path else None}

@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
     # smart: a finished sentence in the transcript ends the turn after this silence; 0 = never
     turn_sentence_ms: int = Field(0, ge=0, le=5000)
+    # smart: the model runs on a window cut to the utterance + 2 s (endpoint/window.py), not 8 s
+    turn_window: bool = True
     backchannels: str = (
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
         "all right,uh,um,oh,ah,cool,great,nice,exactly,true"

@@ -29,7 +29,7 @@ class Scripted(SmartTurnModel):
     """The real pool and bookkeeping; `probability` answers from a script."""
 
     def __init__(self, p: float = 0.9, *, delay_s: float = 0.0, fail: bool = False) -> None:
-        self.session = None
+        self.sessions = {}
         self.workers, self.queue_ms = 1, 0.0
         from concurrent.futures import ThreadPoolExecutor
 
@@ -40,7 +40,7 @@ class Scripted(SmartTurnModel):
         self.p, self.delay_s, self.fail = p, delay_s, fail
         self.calls = 0
 
-    def probability(self, features: np.ndarray) -> float:
+    def probability(self, features: np.ndarray, columns: int | None = None) -> float:
         self.calls += 1
         if self.delay_s:
             time.sleep(self.delay_s)

@@ -120,6 +120,11 @@ class IncrementalFeatures:
         else:
             self._tail, self._pending = buf[: N_FFT // 2], buf[N_FFT // 2 :]
 
+    @property
+    def columns(self) -> int:
+        """How many of the 800 columns hold audio of the utterance (the rest: front padding)."""
+        return min(N_FRAMES, -(-self.n_samples // HOP))
+
     def features(self) -> np.ndarray:
         """(80, 800) model input for the audio appended so far (~1 ms)."""
         mel = np.roll(self._mel, -self._head, axis=1)

@@ -21,14 +21,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
 from voice_gateway.endpoint.decision import SmartDecision, combine
-from voice_gateway.endpoint.features import IncrementalFeatures
+from voice_gateway.endpoint.features import N_FRAMES, IncrementalFeatures
 from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.text import text_complete
+from voice_gateway.endpoint.window import cut_models, window_for
 
 __all__ = ["SmartTurn", "SmartTurnModel", "combine", "find_model", "load_model"]
 
@@ -48,12 +50,15 @@ def find_model() -> Path | None:
 
 
 class SmartTurnModel:
-    """Process-wide: one ONNX session and a pool of `workers` threads (one onnxruntime thread
+    """Process-wide: ONNX sessions (the 8 s window and, with `windows`, the model cut to
+    narrower ones: endpoint/window.py) and a pool of `workers` threads (one onnxruntime thread
     each); a run waits for a worker only as long as `queue_ms` (see `submit`)."""
 
-    TYPICAL_MS = 40.0  # an inference's time until some have been timed (~25-45 ms measured)
+    TYPICAL_MS = 40.0  # an inference's time until some have been timed (~10-45 ms measured)
 
-    def __init__(self, path: Path, *, workers: int = 2, queue_ms: float = 0.0) -> None:
+    def __init__(
+        self, path: Path, *, workers: int = 2, queue_ms: float = 0.0, windows: bool = False
+    ) -> None:
         """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits."""
         import onnxruntime
 
@@ -61,21 +66,33 @@ class SmartTurnModel:
         opts.inter_op_num_threads = 1
         opts.intra_op_num_threads = 1
         opts.log_severity_level = 3
-        self.session = onnxruntime.InferenceSession(
-            str(path), providers=["CPUExecutionProvider"], sess_options=opts
-        )
+
+        def session(model: str | bytes) -> Any:
+            return onnxruntime.InferenceSession(
+                model, providers=["CPUExecutionProvider"], sess_options=opts
+            )
+
+        self.sessions = {N_FRAMES: session(str(path))}
+        if windows:
+            self.sessions.update({w: session(m) for w, m in cut_models(path).items()})
         self.workers, self.queue_ms = workers, queue_ms
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="smart-turn")
         self._lock = threading.Lock()
         self.in_flight = 0
         self.inference_ms: list[float] = []  # recent, for /metrics and the benchmarks
 
-    def probability(self, features: np.ndarray) -> float:
-        """Blocking: P(the caller has finished) for (80, 800) features."""
-        out = self.session.run(None, {"input_features": features[None].astype(np.float32)})
+    def probability(self, features: np.ndarray, columns: int | None = None) -> float:
+        """Blocking: P(the caller has finished) for (80, 800) features whose last `columns`
+        hold the utterance (None: unknown, the 8 s window)."""
+        width = window_for(columns) if columns is not None else N_FRAMES
+        return self._run(width if width in self.sessions else N_FRAMES, features)
+
+    def _run(self, width: int, features: np.ndarray) -> float:
+        x = np.ascontiguousarray(features[None, :, N_FRAMES - width :], dtype=np.float32)
+        out = self.sessions[width].run(None, {"input_features": x})
         return float(np.asarray(out[0]).reshape(-1)[0])
 
-    def submit(self, features: np.ndarray) -> Future[float] | None:
+    def submit(self, features: np.ndarray, columns: int | None = None) -> Future[float] | None:
         """Run `probability` on the pool; None when every worker is busy and the runs ahead
         of this one would keep it waiting longer than `queue_ms`."""
         with self._lock:
@@ -83,7 +100,7 @@ class SmartTurnModel:
                 return None
             self.in_flight += 1
         try:
-            fut = self.pool.submit(self._timed, features)
+            fut = self.pool.submit(self._timed, features, columns)
         except RuntimeError:  # the pool was shut down
             self._done()
             return None
@@ -99,9 +116,9 @@ class SmartTurnModel:
         recent = sorted(self.inference_ms[-20:])
         return rounds * (recent[len(recent) // 2] if recent else self.TYPICAL_MS)
 
-    def _timed(self, features: np.ndarray) -> float:
+    def _timed(self, features: np.ndarray, columns: int | None = None) -> float:
         start = time.perf_counter()
-        p = self.probability(features)
+        p = self.probability(features, columns)
         self.inference_ms = [*self.inference_ms[-99:], (time.perf_counter() - start) * 1000]
         return p
 
@@ -110,7 +127,8 @@ class SmartTurnModel:
             self.in_flight -= 1
 
     def warmup(self) -> None:
-        self.probability(np.zeros((80, 800), dtype=np.float32))
+        for width in self.sessions:
+            self._run(width, np.zeros((80, N_FRAMES), dtype=np.float32))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -180,7 +198,7 @@ class SmartTurn(EndOfTurn):
                 # words decide, the model is not asked (decision.py step 0)
                 return Ready(Verdict(signal, "text", None, text))
             features = self.features.features()
-            future = self.model.submit(features)
+            future = self.model.submit(features, self.features.columns)
         except Exception as exc:
             log.warning("end-of-turn features failed: %s", exc)
             self.broken = True
@@ -190,7 +208,7 @@ class SmartTurn(EndOfTurn):
         return SmartDecision(self, future, (time.perf_counter() - started) * 1000, fade)
 
 
-def load_model(workers: int, queue_ms: float = 0.0) -> SmartTurnModel | None:
+def load_model(workers: int, queue_ms: float = 0.0, windows: bool = True) -> SmartTurnModel | None:
     """The process-wide model, or None (with one warning) when the file is missing."""
     path = find_model()
     if path is None:
@@ -200,6 +218,6 @@ def load_model(workers: int, queue_ms: float = 0.0) -> SmartTurnModel | None:
             MODEL_PACKAGE,
         )
         return None
-    model = SmartTurnModel(path, workers=workers, queue_ms=queue_ms)
+    model = SmartTurnModel(path, workers=workers, queue_ms=queue_ms, windows=windows)
     model.warmup()
     return model

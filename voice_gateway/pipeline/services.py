@@ -85,7 +85,7 @@ class VoiceServices:
         if detection == "smart" and not self._turn_model_tried:
             self._turn_model_tried = True
             # a run may wait for a worker half the verdict's budget (endpoint/smart.py)
-            self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2)
+            self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2, s.turn_window)
         if detection != "smart" or self.turn_model is None:
             return SilenceRule(s.endpoint_silence_ms)
         return SmartTurn(

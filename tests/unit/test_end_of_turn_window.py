@@ -1,0 +1,123 @@
+"""voice_gateway/endpoint/window.py: Smart Turn's graph cut to narrower windows. The real model
+file on real recorded speech (skipped, saying why, without them); a graph of another shape is
+refused with one warning and the model keeps its 8 s window."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.support.real_speech import MISSING, clips, speech_span
+from tests.unit.test_end_of_turn import QUIET, SPEECH, EnergyVAD, Scripted
+from voice_gateway.endpoint.features import N_FRAMES, IncrementalFeatures
+from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
+from voice_gateway.endpoint.window import CONTEXT, WIDTHS, cut_model, cut_models, window_for
+from voice_gateway.pipeline.turn import TurnDetector
+
+model_path = find_model()
+needs_model = pytest.mark.skipif(
+    model_path is None, reason=f"Smart Turn model missing: pip install --no-deps {MODEL_PACKAGE}"
+)
+real = clips()
+
+
+def test_the_window_holds_the_utterance_and_two_seconds_before_it() -> None:
+    assert CONTEXT == 200 and WIDTHS == (300, 400, 500, 600)
+    assert [window_for(c) for c in (0, 100, 101, 200, 400, 401, 600, 800)] == [
+        300,
+        300,
+        400,
+        400,
+        600,
+        800,
+        800,
+        800,
+    ]
+
+
+def utterance_features(pcm: np.ndarray) -> IncrementalFeatures:
+    inc = IncrementalFeatures()
+    _, last = speech_span(pcm)
+    data = pcm[: (last + 10) * 320].tobytes()  # up to 200 ms into the final pause
+    for i in range(0, len(data), 640):
+        inc.append(data[i : i + 640])
+    return inc
+
+
+@needs_model
+@pytest.mark.skipif(not real, reason=MISSING)
+def test_cut_models_score_real_speech_as_the_full_window_does() -> None:
+    """Cut to 800 columns the graph is the original (the same output to the bit); cut to the
+    utterance, every clip's verdict at 0.5 is the 8 s window's, within 0.2."""
+    assert model_path is not None
+    full = SmartTurnModel(model_path, workers=1)
+    same = SmartTurnModel(model_path, workers=1)
+    import onnxruntime
+
+    same.sessions[N_FRAMES] = onnxruntime.InferenceSession(
+        cut_model(model_path, N_FRAMES), providers=["CPUExecutionProvider"]
+    )
+    cut = SmartTurnModel(model_path, workers=1, windows=True)
+    assert sorted(cut.sessions) == [*WIDTHS, N_FRAMES] and sorted(full.sessions) == [N_FRAMES]
+    widths = set()
+    for clip in real:
+        inc = utterance_features(clip.pcm)
+        f = inc.features()
+        p = full.probability(f)
+        assert same.probability(f) == p
+        q = cut.probability(f, inc.columns)
+        widths.add(window_for(inc.columns))
+        assert (q >= 0.5) == (p >= 0.5) and abs(q - p) < 0.2, (clip.name, p, q)
+        assert full.probability(f, inc.columns) == p  # without cuts: the 8 s window
+    assert {400, 500} <= widths  # short clips did run on narrow windows
+    for m in (full, same, cut):
+        m.close()
+
+
+@needs_model
+def test_a_width_that_is_not_a_window_is_refused() -> None:
+    assert model_path is not None
+    for width in (301, 0, 802):
+        with pytest.raises(ValueError, match="even number"):
+            cut_model(model_path, width)
+
+
+def test_another_graph_keeps_the_8_s_window_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    x = helper.make_tensor_value_info("input_features", TensorProto.FLOAT, [1, 80, N_FRAMES])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 80, N_FRAMES])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["input_features"], ["logits"])], "g", [x], [y]
+    )
+    path = tmp_path / "other.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    with caplog.at_level(logging.WARNING, logger="voice_gateway.endpoint.window"):
+        assert cut_models(path) == {}
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "full 8 s window" in warnings[0].getMessage()
+
+
+def test_a_pause_asks_the_model_with_the_utterances_length() -> None:
+    """SmartTurn tells the model how many columns the utterance fills: 300 ms of pre-roll,
+    1 s of speech and the 200 ms pause the model judges -> ~150 columns of 10 ms."""
+    model = Scripted(0.9)
+    widths: list[int | None] = []
+    scripted_probability = model.probability
+
+    def probability(features: np.ndarray, columns: int | None = None) -> float:
+        widths.append(columns)
+        return scripted_probability(features, columns)
+
+    model.probability = probability  # type: ignore[method-assign]
+    eot = SmartTurn(model, use_text=False)
+    det = TurnDetector(EnergyVAD(), silence_ms=400, end_of_turn=eot)
+    for frame in [QUIET] * 15 + [SPEECH] * 50 + [QUIET] * 30:
+        det.feed(frame)
+    assert len(widths) == 1 and 130 <= widths[0] <= 160, widths
+    model.close()

@@ -1,0 +1,82 @@
+"""Smart Turn on a window cut to the utterance instead of its fixed 8 s.
+
+The model reads 800 feature columns (8 s, front-padded with silence) and its encoder's cost
+grows with them: 38 ms a run at 800 columns, 16 ms at 400, 11 ms at 300 (one thread, this
+machine kind). A caller's turn is mostly shorter than 2 s, so most of a run is spent on
+padding. `cut_models` rewrites the ONNX graph for a narrower input: the input's width, the
+sequence length its reshapes name (the one int64 constant equal to 400, the encoder's
+positions), and the positional embeddings, keeping the last ones so that every column of the
+utterance keeps the position it has in the 8 s window. What is dropped is the oldest padding:
+`CONTEXT` columns (2 s) of it are kept ahead of the utterance. The graph cut to 800 columns
+reproduces the original's output exactly (tests/unit/test_end_of_turn_window.py).
+
+Measured in bench/turn_taking.py's corpus (13 real recordings, 272 pauses, stop 34): the cut
+windows change the `smart` rule's cut-offs and delays nowhere; Smart Turn's own answer (P ≥
+0.5) changes at 16 of the 272 pauses (the 8 s window: 0.627 of the finished faded pauses
+called done, the cut: 0.637). `VG_TURN_WINDOW=false` keeps the 8 s window."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from voice_gateway.endpoint.features import N_FRAMES
+
+log = logging.getLogger(__name__)
+
+WIDTHS = (300, 400, 500, 600)  # the cut models' input columns (10 ms each), below 800
+CONTEXT = 200  # columns of the front padding kept ahead of the utterance
+POSITIONS_NAME = "inner.encoder.embed_positions.weight"
+
+
+def window_for(columns: int) -> int:
+    """The narrowest width that holds `columns` of utterance plus `CONTEXT` (800 at most)."""
+    need = columns + CONTEXT
+    return next((w for w in WIDTHS if w >= need), N_FRAMES)
+
+
+def cut_model(path: Path, width: int) -> bytes:
+    """The model's graph rewritten for `width` input columns (ValueError if the graph is not
+    the one this was written for)."""
+    import onnx
+    from onnx import numpy_helper
+
+    if width % 2 or not 0 < width <= N_FRAMES:
+        raise ValueError(f"width {width}: an even number of columns up to {N_FRAMES}")
+    model = onnx.load(str(path))
+    graph = model.graph
+    full = N_FRAMES // 2  # the encoder's positions (its second conv has stride 2)
+    dims = graph.input[0].type.tensor_type.shape.dim
+    inits = {i.name: i for i in graph.initializer}
+    positions = inits.get(POSITIONS_NAME)
+    lengths = [
+        i
+        for i in graph.initializer
+        if i.data_type == onnx.TensorProto.INT64
+        and list(i.dims) == [1]
+        and int(numpy_helper.to_array(i)[0]) == full
+    ]
+    if len(dims) != 3 or dims[2].dim_value != N_FRAMES or positions is None or len(lengths) != 1:
+        raise ValueError("not the Smart Turn v3.2 graph this cut was written for")
+    table = numpy_helper.to_array(positions)
+    if table.shape[0] != full:
+        raise ValueError(f"positional embeddings of {table.shape[0]} rows, not {full}")
+    dims[2].dim_value = width
+    del graph.value_info[:]  # shapes inferred for 800 columns
+    keep = width // 2
+    positions.CopyFrom(
+        numpy_helper.from_array(np.ascontiguousarray(table[full - keep :]), POSITIONS_NAME)
+    )
+    lengths[0].CopyFrom(numpy_helper.from_array(np.array([keep], dtype=np.int64), lengths[0].name))
+    return bytes(model.SerializeToString())
+
+
+def cut_models(path: Path) -> dict[int, bytes]:
+    """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut."""
+    try:
+        return {w: cut_model(path, w) for w in WIDTHS}
+    except (ImportError, ValueError) as exc:
+        log.warning("Smart Turn runs on its full 8 s window: %s", exc)
+        return {}
