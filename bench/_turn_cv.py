@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -201,6 +202,35 @@ def _brief(r: dict[str, Any]) -> dict[str, Any]:
 SENTENCE_MS = (600.0, 800.0, 1000.0, 1200.0)
 
 
+def window_effect(real: list[Sample]) -> dict[str, Any] | None:
+    """Smart Turn on the window cut to the utterance (`p`) against its 8 s window (`p_full`),
+    same pauses and transcripts: verdicts at 0.5 that differ, finished faded pauses called done,
+    and the default rules with each (None: the scores were recorded without cuts)."""
+    pauses = [p for s in real for p in s.pauses]
+    if not pauses or any(p.p_full is None for p in pauses):
+        return None
+    full = [
+        Sample(s.clip, s.pause_ms, s.last, [replace(p, p=p.p_full) for p in s.pauses]) for s in real
+    ]
+    ends = [p for p in pauses if p.length_ms == math.inf and (p.drop_db or 0.0) <= -21]
+    out: dict[str, Any] = {
+        "pauses": len(pauses),
+        "verdicts_differ": sum((p.p >= 0.5) != ((p.p_full or 0.0) >= 0.5) for p in pauses),
+        "final_faded_pauses_done": {
+            "of": len(ends),
+            "cut": sum(p.p >= 0.5 for p in ends),
+            "full": sum((p.p_full or 0.0) >= 0.5 for p in ends),
+        },
+    }
+    rules = {
+        "fade_-21_text_first_model_0.5": text_first(-21, 0.5),
+        "fade_-21_model_0.5": graded(-21, 0.5, 0),
+    }
+    for name, rule in rules.items():
+        out[name] = {"cut": _brief(evaluate(real, rule)), "full": _brief(evaluate(full, rule))}
+    return out
+
+
 def cross_validate(samples: list[Sample]) -> dict[str, Any]:
     """The rules in sample (all 13 clips) and held out, with espeak-ng's delays for each."""
     real = [s for s in samples if not s.clip.startswith("espeak")]
@@ -235,6 +265,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "fade_-21_text_first_model_0.5": model_asked(real, -21, True),
         "pauses": sum(len(s.pauses) for s in real),
     }
+    out["window_cut_vs_8s"] = window_effect(real)
     for ms in (MAX_MS, *SENTENCE_MS):
         for fam in ("graded", "text_first", "logistic"):
             out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))

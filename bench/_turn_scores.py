@@ -36,12 +36,13 @@ FRAME = 640  # 20 ms of 16 kHz PCM16
 @dataclass
 class Pause:
     first: int  # the pause's first silent frame
-    p: float  # Smart Turn v3.2 at 200 ms
+    p: float  # Smart Turn v3.2 at 200 ms (on the cut window when the model has cuts)
     drop_db: float | None  # the fade at the last sound
     voiced_ms: int  # speech in the utterance so far
     text: str | None = None  # the speculative transcript (decoded from 60 ms into the pause)
     decode_ms: float | None = None
     length_ms: float = math.inf  # silence before speech resumed (inf: it never did)
+    p_full: float | None = None  # the model on its 8 s window (recorded when `p` is on a cut)
 
 
 @dataclass
@@ -72,10 +73,13 @@ class Recorder(EndOfTurn):
         self.tail.feed(frame)
 
     def decide(self, text: str | None = None) -> Decision:
-        fut = self.model.submit(self.features.features(), self.features.columns)
+        features = self.features.features()
+        fut = self.model.submit(features, self.features.columns)
         assert fut is not None
-        self.pauses.append(Pause(0, fut.result(), self.tail.drop_db(), self.voiced))
-        pause = self.pauses[-1]
+        pause = Pause(0, fut.result(), self.tail.drop_db(), self.voiced)
+        if len(self.model.sessions) > 1:  # the same pause on the 8 s window (endpoint/window.py)
+            pause.p_full = self.model.probability(features)
+        self.pauses.append(pause)
 
         class _Never(Decision):
             def give_text(self, text: str) -> None:

@@ -3,7 +3,8 @@ transcript and the voice's final fade (endpoint/prosody.py) as second and third 
 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
 of pipecat is imported. Measured on this machine kind (one thread): features ~0.6 ms here
-(incremental, endpoint/features.py) instead of ~24 ms, inference ~30-40 ms, no gain from
+(incremental, endpoint/features.py) instead of ~24 ms, inference ~30-40 ms on the 8 s
+window and 16-33 ms on a window cut to the utterance (endpoint/window.py), no gain from
 batching. So the model runs at most once per pause, on a small process-wide pool. A pause
 that finds every worker busy waits for one only while the runs ahead of it should be done
 within `queue_ms` (half the verdict's budget, `VG_TURN_BUDGET_MS`), judged by the recent
