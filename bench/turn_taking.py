@@ -44,7 +44,6 @@ from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule,
 from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
-from voice_gateway.endpoint.window import window_for
 from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.stt.whisper import WhisperSTT
 from voice_gateway.vad import create_vad
@@ -60,8 +59,7 @@ class InlineModel(SmartTurnModel):
 
     def submit(self, features: np.ndarray, columns: int | None = None) -> Future[float] | None:
         fut: Future[float] = Future()
-        width = window_for(columns) if columns is not None and len(self.sessions) > 1 else 800
-        key = hashlib.sha1(features.tobytes() + bytes(str(width), "ascii")).digest()
+        key = hashlib.sha1(features.tobytes() + bytes(str(self.width(columns)), "ascii")).digest()
         if key not in self.cache:
             self.cache[key] = self._timed(features, columns)
         fut.set_result(self.cache[key])

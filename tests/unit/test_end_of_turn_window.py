@@ -56,6 +56,8 @@ def test_cut_models_score_real_speech_as_the_full_window_does() -> None:
     )
     cut = SmartTurnModel(model_path, workers=1, windows=True)
     assert sorted(cut.sessions) == [*WIDTHS, N_FRAMES] and sorted(full.sessions) == [N_FRAMES]
+    assert (cut.width(100), cut.width(401), cut.width(None)) == (400, 800, 800)
+    assert full.width(100) == N_FRAMES  # without cuts every run is on the 8 s window
     widths = set()
     for clip in real:
         inc = utterance_features(clip.pcm)

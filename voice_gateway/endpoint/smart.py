@@ -85,8 +85,12 @@ class SmartTurnModel:
     def probability(self, features: np.ndarray, columns: int | None = None) -> float:
         """Blocking: P(the caller has finished) for (80, 800) features whose last `columns`
         hold the utterance (None: unknown, the 8 s window)."""
-        width = window_for(columns) if columns is not None else N_FRAMES
-        return self._run(width if width in self.sessions else N_FRAMES, features)
+        return self._run(self.width(columns), features)
+
+    def width(self, columns: int | None) -> int:
+        """The window a run on an utterance of `columns` uses (the 8 s one without cuts)."""
+        width = N_FRAMES if columns is None else window_for(columns)
+        return width if width in self.sessions else N_FRAMES
 
     def _run(self, width: int, features: np.ndarray) -> float:
         x = np.ascontiguousarray(features[None, :, N_FRAMES - width :], dtype=np.float32)
