@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,15 +41,16 @@ def window_for(columns: int) -> int:
     return next((w for w in WIDTHS if w >= need), N_FRAMES)
 
 
-def cut_model(path: Path, width: int) -> bytes:
+def cut_model(path: Path, width: int, loaded: Any = None) -> bytes:
     """The model's graph rewritten for `width` input columns (ValueError if the graph is not
-    the one this was written for)."""
+    the one this was written for). `loaded`: the file's ModelProto, already read (not changed)."""
     import onnx
     from onnx import numpy_helper
 
     if width % 2 or not 0 < width <= N_FRAMES:
         raise ValueError(f"width {width}: an even number of columns up to {N_FRAMES}")
-    model = onnx.load(str(path))
+    model = onnx.ModelProto()
+    model.CopyFrom(loaded if loaded is not None else onnx.load(str(path)))
     graph = model.graph
     full = N_FRAMES // 2  # the encoder's positions (its second conv has stride 2)
     dims = graph.input[0].type.tensor_type.shape.dim
@@ -79,7 +81,10 @@ def cut_model(path: Path, width: int) -> bytes:
 def cut_models(path: Path) -> dict[int, bytes]:
     """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut."""
     try:
-        return {w: cut_model(path, w) for w in WIDTHS}
+        import onnx
+
+        loaded = onnx.load(str(path))  # read and parsed once for every width
+        return {w: cut_model(path, w, loaded) for w in WIDTHS}
     except (ImportError, ValueError) as exc:
         log.warning("Smart Turn runs on its full 8 s window: %s", exc)
         return {}
