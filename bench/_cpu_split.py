@@ -70,15 +70,15 @@ def install() -> None:
 
     timed = smart.SmartTurnModel._timed
 
-    def _timed(self: Any, features: Any, columns: int | None = None) -> float:
+    def _timed(self: Any, pcm16: bytes) -> float:
         name_thread(TURN)
         counts["turn_inferences"] += 1
-        return timed(self, features, columns)
+        return timed(self, pcm16)
 
     smart.SmartTurnModel._timed = _timed  # type: ignore[method-assign]
 
-    cls = feats.IncrementalFeatures
-    for attr in ("append", "features", "reset"):
+    cls = feats.RecentPcm
+    for attr in ("append", "pcm", "reset"):
         setattr(cls, attr, _on_loop_cpu(getattr(cls, attr)))
 
     end = turn.TurnDetector._end

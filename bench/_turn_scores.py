@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
-from voice_gateway.endpoint.features import IncrementalFeatures
-from voice_gateway.endpoint.prosody import TailEnergy
+from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, window_features
+from voice_gateway.endpoint.prosody import drop_db
 from voice_gateway.endpoint.smart import SmartTurnModel
 from voice_gateway.pipeline.turn import PauseStarted, TurnDetector
 from voice_gateway.vad import create_vad
@@ -60,7 +60,7 @@ class Recorder(EndOfTurn):
 
     def __init__(self, model: SmartTurnModel) -> None:
         self.model, self.min_silence_ms, self.max_silence_ms = model, 200, 10**9
-        self.features, self.tail = IncrementalFeatures(), TailEnergy()
+        self.audio = RecentPcm()
         self.pauses: list[Pause] = []
         self.frames = self.voiced = 0
 
@@ -69,16 +69,15 @@ class Recorder(EndOfTurn):
             self.feed(frame)
 
     def feed(self, frame: bytes) -> None:
-        self.features.append(frame)
-        self.tail.feed(frame)
+        self.audio.append(frame)
 
     def decide(self, text: str | None = None) -> Decision:
-        features = self.features.features()
-        fut = self.model.submit(features, self.features.columns)
+        pcm = self.audio.pcm()
+        fut = self.model.submit(pcm)
         assert fut is not None
-        pause = Pause(0, fut.result(), self.tail.drop_db(), self.voiced)
+        pause = Pause(0, fut.result(), drop_db(pcm), self.voiced)
         if len(self.model.sessions) > 1:  # the same pause on the 8 s window (endpoint/window.py)
-            pause.p_full = self.model.probability(features)
+            pause.p_full = self.model.score(window_features(pcm, N_FRAMES))
         self.pauses.append(pause)
 
         class _Never(Decision):

@@ -41,6 +41,7 @@ from voice_latency import SENTENCES
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
+from voice_gateway.endpoint.features import columns_of
 from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
@@ -57,11 +58,12 @@ class InlineModel(SmartTurnModel):
 
     cache: ClassVar[dict[bytes, float]] = {}
 
-    def submit(self, features: np.ndarray, columns: int | None = None) -> Future[float] | None:
+    def submit(self, pcm16: bytes) -> Future[float] | None:
         fut: Future[float] = Future()
-        key = hashlib.sha1(features.tobytes() + bytes(str(self.width(columns)), "ascii")).digest()
+        width = self.width(columns_of(pcm16))
+        key = hashlib.sha1(pcm16 + bytes(str(width), "ascii")).digest()
         if key not in self.cache:
-            self.cache[key] = self._timed(features, columns)
+            self.cache[key] = self._timed(pcm16)
         fut.set_result(self.cache[key])
         return fut
 

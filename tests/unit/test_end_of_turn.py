@@ -19,7 +19,7 @@ from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_turn import QUIET, SPEECH, EnergyVAD, kinds
 from voice_gateway.endpoint import smart as smart_mod
 from voice_gateway.endpoint.base import SilenceRule
-from voice_gateway.endpoint.features import IncrementalFeatures, batch_features
+from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, batch_features, window_features
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
 from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
@@ -40,7 +40,7 @@ class Scripted(SmartTurnModel):
         self.p, self.delay_s, self.fail = p, delay_s, fail
         self.calls = 0
 
-    def probability(self, features: np.ndarray, columns: int | None = None) -> float:
+    def probability(self, pcm16: bytes) -> float:
         self.calls += 1
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -149,7 +149,7 @@ def test_a_pause_waits_for_a_busy_worker_within_its_queue_time() -> None:
     old rule) or behind a longer queue it falls back at once."""
     model = Scripted(0.9, delay_s=0.06)
     model.inference_ms = [60.0]
-    features = np.zeros((80, 800), dtype=np.float32)
+    features = bytes(32000)  # 1 s of audio
     model.queue_ms = 100.0
     first = model.submit(features)
     queued = model.submit(features)
@@ -225,16 +225,24 @@ def test_text_signal(text: str, expected: bool | None) -> None:
     assert text_complete(text) is expected
 
 
-def test_incremental_features_match_the_batch_extractor() -> None:
+@pytest.mark.parametrize("seconds", [0.01, 0.0125, 0.02, 0.0225, 0.0226, 1.0, 3.01, 7.99, 8.0, 9.5])
+def test_window_features_are_the_batch_extractors_last_columns(seconds: float) -> None:
+    """Only the columns that reach the audio are computed (and one of the front padding):
+    every window is the batch extractor's last columns, whatever the audio's length, including
+    the lengths where the first audio column is the first, second or third of the window."""
     rng = np.random.default_rng(3)
-    t = np.arange(16000 * 3) / 16000
+    t = np.arange(int(16000 * seconds)) / 16000
     tone = (np.sin(2 * np.pi * 220 * t) * 6000 + rng.normal(0, 300, t.size) + 500).astype("<i2")
-    inc = IncrementalFeatures()
+    audio = RecentPcm()
     pcm = tone.tobytes()
     for i in range(0, len(pcm), 640):
-        inc.append(pcm[i : i + 640])
+        audio.append(pcm[i : i + 640])
+    assert audio.pcm() == pcm[-2 * 16000 * 8 :]  # the last 8 s, as they came
     ref = batch_features(tone.astype(np.float32) / 32768)
-    assert np.abs(inc.features() - ref).mean() < 1e-3
+    for width in (400, 500, 800):
+        got = window_features(audio.pcm(), width)
+        assert got.shape == (80, width)
+        assert np.abs(got - ref[:, N_FRAMES - width :]).max() < 1e-5
 
 
 real = clips()
@@ -253,13 +261,10 @@ def test_real_model_on_real_speech() -> None:
     model = SmartTurnModel(model_path, workers=1)
     scores = []
     for clip in real[:5]:
-        inc = IncrementalFeatures()
         _, last = speech_span(clip.pcm)
         pcm = clip.pcm[: (last + 10) * 320].tobytes()
-        for i in range(0, len(pcm), 640):
-            inc.append(pcm[i : i + 640])
         start = time.perf_counter()
-        scores.append(model.probability(inc.features()))
+        scores.append(model.probability(pcm))
         assert (time.perf_counter() - start) < 1.0
     assert sum(p > 0.5 for p in scores) >= 3, scores
     model.close()

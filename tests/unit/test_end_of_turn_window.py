@@ -14,7 +14,8 @@ from onnx import TensorProto, helper
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_end_of_turn import QUIET, SPEECH, EnergyVAD, Scripted
-from voice_gateway.endpoint.features import N_FRAMES, IncrementalFeatures
+from voice_gateway.endpoint.features import N_FRAMES, columns_of, window_features
+from voice_gateway.endpoint.int8 import for_this_cpu
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.window import CONTEXT, WIDTHS, cut_model, cut_models, window_for
 from voice_gateway.pipeline.turn import TurnDetector
@@ -32,13 +33,9 @@ def test_the_window_holds_the_utterance_and_three_seconds_before_it() -> None:
     assert [window_for(c) for c in columns] == [400, 400, 500, 500, 600, 700, 700, 800, 800]
 
 
-def utterance_features(pcm: np.ndarray) -> IncrementalFeatures:
-    inc = IncrementalFeatures()
+def utterance(pcm: np.ndarray) -> bytes:
     _, last = speech_span(pcm)
-    data = pcm[: (last + 10) * 320].tobytes()  # up to 200 ms into the final pause
-    for i in range(0, len(data), 640):
-        inc.append(data[i : i + 640])
-    return inc
+    return pcm[: (last + 10) * 320].tobytes()  # up to 200 ms into the final pause
 
 
 @needs_model
@@ -52,7 +49,8 @@ def test_cut_models_score_real_speech_as_the_full_window_does() -> None:
     import onnxruntime
 
     same.sessions[N_FRAMES] = onnxruntime.InferenceSession(
-        cut_model(model_path, N_FRAMES), providers=["CPUExecutionProvider"]
+        cut_model(model_path, N_FRAMES, for_this_cpu(model_path, full.unsigned)),
+        providers=["CPUExecutionProvider"],
     )
     cut = SmartTurnModel(model_path, workers=1, windows=True)
     assert sorted(cut.sessions) == [*WIDTHS, N_FRAMES] and sorted(full.sessions) == [N_FRAMES]
@@ -60,14 +58,13 @@ def test_cut_models_score_real_speech_as_the_full_window_does() -> None:
     assert full.width(100) == N_FRAMES  # without cuts every run is on the 8 s window
     widths = set()
     for clip in real:
-        inc = utterance_features(clip.pcm)
-        f = inc.features()
-        p = full.probability(f)
-        assert same.probability(f) == p
-        q = cut.probability(f, inc.columns)
-        widths.add(window_for(inc.columns))
+        pcm = utterance(clip.pcm)
+        p = full.probability(pcm)
+        assert same.probability(pcm) == p
+        assert cut.score(window_features(pcm, N_FRAMES)) == p  # the 8 s session is the original
+        q = cut.probability(pcm)
+        widths.add(window_for(columns_of(pcm)))
         assert (q >= 0.5) == (p >= 0.5) and abs(q - p) < 0.2, (clip.name, p, q)
-        assert full.probability(f, inc.columns) == p  # without cuts: the 8 s window
     assert {500, 600, 700} <= widths  # short clips did run on narrow windows
     for m in (full, same, cut):
         m.close()
@@ -98,15 +95,15 @@ def test_another_graph_keeps_the_8_s_window_with_one_warning(
 
 
 def test_a_pause_asks_the_model_with_the_utterances_length() -> None:
-    """SmartTurn tells the model how many columns the utterance fills: 300 ms of pre-roll,
-    1 s of speech and the 200 ms pause the model judges -> ~150 columns of 10 ms."""
+    """SmartTurn gives the model the utterance's audio, from which the window is chosen: 300 ms
+    of pre-roll, 1 s of speech and the 200 ms pause the model judges -> ~150 columns of 10 ms."""
     model = Scripted(0.9)
     widths: list[int | None] = []
     scripted_probability = model.probability
 
-    def probability(features: np.ndarray, columns: int | None = None) -> float:
-        widths.append(columns)
-        return scripted_probability(features, columns)
+    def probability(pcm16: bytes) -> float:
+        widths.append(columns_of(pcm16))
+        return scripted_probability(pcm16)
 
     model.probability = probability  # type: ignore[method-assign]
     eot = SmartTurn(model, use_text=False)

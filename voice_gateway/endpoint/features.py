@@ -1,14 +1,19 @@
-"""Whisper-style log-mel features of the last 8 s of an utterance, computed as frames arrive.
+"""Whisper-style log-mel features of the last 8 s of an utterance, computed when a pause asks.
 
 Smart Turn v3 reads `input_features` (1, 80, 800): the Whisper feature extractor's output for
 8 s of 16 kHz audio (front-padded with zeros), after zero-mean/unit-variance scaling of the
-waveform. Scaling a waveform by 1/s shifts every log10 power by -2·log10(s), and speech has
-no DC worth removing, so the per-frame log10 mel power of the raw audio is computed once per
-10 ms hop as audio arrives (~20 µs per 20 ms frame) and the scaling, the max−8 clamp and the
-(x+4)/4 are applied at decision time (~1 ms instead of ~24 ms for the whole window)."""
+waveform. `window_features` computes the last `width` of those columns (the window the model
+runs on: endpoint/window.py) and, of those, only the ones that reach the audio: every column
+of the front padding is the same, so one stands for all. One batched FFT costs ~6 µs a column
+(an Intel Xeon) where the same columns computed frame by frame as audio arrived cost ~23 µs a
+20 ms frame on the event loop; so a call's audio is only kept as it arrives (`RecentPcm`,
+~1 µs a frame) and the features are computed on the model's worker thread at the pause
+(~1-3 ms for a 1-4 s utterance). Stop 34 and before computed them incrementally on the event
+loop: at 64 calls that was a third of its per-frame work (docs/benchmarks.md, turn_capacity)."""
 
 from __future__ import annotations
 
+from collections import deque
 from functools import lru_cache
 
 import numpy as np
@@ -50,25 +55,17 @@ def _window() -> np.ndarray:
     return np.hanning(N_FFT + 1)[:-1]  # periodic Hann, as torch.hann_window
 
 
-def spectrum_columns(padded: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """`n` columns from `padded`, column i centred on sample i·HOP + N_FFT/2 of `padded` (the
-    caller supplies the left context): mel power (80, n) and the complex FFT bins 0 and 1
-    (2, n), the only bins a DC offset reaches through the Hann window."""
-    idx = np.arange(N_FFT)[None, :] + HOP * np.arange(n)[:, None]
-    spec = np.fft.rfft(padded[idx] * _window(), axis=-1)
-    power = spec.real**2 + spec.imag**2
-    return mel_filters() @ power.T, spec[:, :2].T.copy()
+def spectrum_columns(padded: np.ndarray, n: int) -> np.ndarray:
+    """Mel power (80, n) of `n` columns from `padded`, column i centred on sample
+    i·HOP + N_FFT/2 of `padded` (the caller supplies the left context)."""
+    frames = np.lib.stride_tricks.sliding_window_view(padded, N_FFT)[: n * HOP : HOP]
+    spec = np.fft.rfft(frames * _window(), axis=-1)
+    return mel_filters() @ (spec.real**2 + spec.imag**2).T
 
 
-def finish_features(mel: np.ndarray, low: np.ndarray, mean: float, std: float) -> np.ndarray:
-    """Mel power (80, 800) and bins 0-1 of unscaled audio -> the model's input features of the
-    audio scaled to zero mean and unit variance."""
-    if mean:
-        window_dc = np.fft.rfft(_window())[:2, None]  # a constant's spectrum: bins 0 and 1
-        fixed = low - mean * window_dc
-        delta = (fixed.real**2 + fixed.imag**2) - (low.real**2 + low.imag**2)
-        mel = mel + mel_filters()[:, :2] @ delta
-    x = np.log10(np.maximum(mel / std**2, _FLOOR))
+def finish_features(mel: np.ndarray) -> np.ndarray:
+    """Mel power of audio scaled to zero mean and unit variance -> the model's features."""
+    x = np.log10(np.maximum(mel, _FLOOR))
     x = np.maximum(x, x.max() - 8.0)
     return ((x + 4.0) / 4.0).astype(np.float32)
 
@@ -81,63 +78,54 @@ def batch_features(audio: np.ndarray) -> np.ndarray:
     x[n - len(audio) :] = audio
     x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)
     padded = np.pad(x.astype(np.float64), (N_FFT // 2, N_FFT // 2), mode="reflect")
-    mel, low = spectrum_columns(padded, N_FRAMES)
-    return finish_features(mel, low, 0.0, 1.0)
+    return finish_features(spectrum_columns(padded, N_FRAMES))
 
 
-class IncrementalFeatures:
-    """The spectrum columns of one utterance so far, kept for the last 8 s."""
+def window_features(pcm16: bytes, width: int = N_FRAMES) -> np.ndarray:
+    """(80, width): the last `width` columns of `batch_features` of the PCM16 audio (the last
+    8 s are used), computing only the columns that reach the audio and one of the padding."""
+    n = WINDOW_S * RATE
+    audio = np.frombuffer(pcm16, dtype="<i2")[-n:].astype(np.float32) / 32768
+    x = np.zeros(n, dtype=np.float32)
+    x[n - len(audio) :] = audio
+    x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)
+    pad, half = n - len(audio), N_FFT // 2  # column i spans samples [i·HOP - half, i·HOP + half)
+    first = max(0, (pad - half) // HOP)  # the last column of padding alone, or 0
+    lo = first * HOP  # where it starts in the reflect-padded signal (`half` samples ahead)
+    head = x[1 : half + 1][::-1][lo:]  # the reflected start, if the first column reaches it
+    padded = np.concatenate([head, x[max(0, lo - half) :], x[-half - 1 : -1][::-1]])
+    # the max−8 clamp sees one column of the padding, as it sees all of them in the batch
+    out = finish_features(spectrum_columns(padded.astype(np.float64), N_FRAMES - first))
+    if first > N_FRAMES - width:
+        return np.concatenate([np.repeat(out[:, :1], first - (N_FRAMES - width), axis=1), out], 1)
+    return out[:, out.shape[1] - width :]
 
-    def __init__(self) -> None:
-        self.reset()
+
+def columns_of(pcm16: bytes) -> int:
+    """How many of the 800 columns hold audio of the utterance (the rest: front padding)."""
+    return min(N_FRAMES, -(-(len(pcm16) // 2) // HOP))
+
+
+class RecentPcm:
+    """The last `keep` samples of PCM16 audio as it arrives: the frames themselves, kept
+    without copying; `pcm()` joins them (the oldest frame may reach a little further back)."""
+
+    def __init__(self, keep: int = WINDOW_S * RATE) -> None:
+        self.keep = keep
+        self.frames: deque[bytes] = deque()
+        self.n_samples = 0
 
     def reset(self) -> None:
-        self._mel = np.zeros((N_MELS, N_FRAMES))
-        self._low = np.zeros((2, N_FRAMES), dtype=np.complex128)
-        self._head = 0  # the ring's oldest column
-        self._tail = np.zeros(N_FFT // 2)  # left context of the next column
-        self._pending = np.zeros(0)
-        self._samples: list[np.ndarray] = []  # the last 8 s, for the mean and variance
+        self.frames.clear()
         self.n_samples = 0
 
     def append(self, pcm16: bytes) -> None:
-        x = np.frombuffer(pcm16, dtype="<i2").astype(np.float64) / 32768.0
-        self._samples.append(x)
-        self.n_samples += len(x)
-        while self.n_samples - len(self._samples[0]) >= WINDOW_S * RATE:
-            self.n_samples -= len(self._samples.pop(0))
-        buf = np.concatenate([self._tail, self._pending, x])
-        n = (len(buf) - N_FFT) // HOP + 1 if len(buf) >= N_FFT else 0
-        if n > 0:
-            mel, low = spectrum_columns(buf, n)
-            for i in range(n):  # a ring of columns: no copy of the 8 s window per frame
-                self._mel[:, self._head] = mel[:, i]
-                self._low[:, self._head] = low[:, i]
-                self._head = (self._head + 1) % N_FRAMES
-            used = n * HOP
-            self._tail = buf[used : used + N_FFT // 2]
-            self._pending = buf[used + N_FFT // 2 :]
-        else:
-            self._tail, self._pending = buf[: N_FFT // 2], buf[N_FFT // 2 :]
+        self.frames.append(pcm16)
+        self.n_samples += len(pcm16) // 2
+        while self.n_samples - len(self.frames[0]) // 2 >= self.keep:
+            self.n_samples -= len(self.frames.popleft()) // 2
 
-    @property
-    def columns(self) -> int:
-        """How many of the 800 columns hold audio of the utterance (the rest: front padding)."""
-        return min(N_FRAMES, -(-self.n_samples // HOP))
-
-    def features(self) -> np.ndarray:
-        """(80, 800) model input for the audio appended so far (~1 ms)."""
-        mel = np.roll(self._mel, -self._head, axis=1)
-        low = np.roll(self._low, -self._head, axis=1)
-        # the newest columns reach past the audio: reflect-pad the end, as the batch does
-        extra = -(-len(self._pending) // HOP)
-        if extra:
-            buf = np.pad(np.concatenate([self._tail, self._pending]), (0, N_FFT // 2), "reflect")
-            m2, l2 = spectrum_columns(buf, extra)
-            mel = np.concatenate([mel[:, extra:], m2], axis=1)
-            low = np.concatenate([low[:, extra:], l2], axis=1)
-        audio = np.concatenate(self._samples) if self._samples else np.zeros(1)
-        total = WINDOW_S * RATE
-        mean = audio.sum() / total  # the zero padding counts, as in the batch extractor
-        var = (audio**2).sum() / total - mean**2
-        return finish_features(mel, low, mean, float(np.sqrt(max(var, 0.0) + 1e-7)))
+    def pcm(self) -> bytes:
+        """The last `keep` samples (or fewer, all there is) as one PCM16 buffer."""
+        data = b"".join(self.frames)
+        return data[-2 * self.keep :]

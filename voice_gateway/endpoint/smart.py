@@ -2,10 +2,11 @@
 transcript and the voice's final fade (endpoint/prosody.py) as second and third signals.
 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
-of pipecat is imported. Measured on this machine kind (one thread): features ~0.6 ms here
-(incremental, endpoint/features.py) instead of ~24 ms, inference ~30-40 ms on the 8 s
-window and 16-33 ms on a window cut to the utterance (endpoint/window.py), no gain from
-batching. So the model runs at most once per pause, on a small process-wide pool. A pause
+of pipecat is imported. Measured on this machine kind (one thread): features ~1-3 ms for the
+columns that reach the utterance (endpoint/features.py) instead of ~24 ms for the 8 s,
+inference ~30-40 ms on the 8 s window and 16-33 ms on a window cut to the utterance
+(endpoint/window.py), no gain from batching. So the model runs at most once per pause, on a
+small process-wide pool, features and all: the event loop only keeps the call's audio. A pause
 that finds every worker busy waits for one only while the runs ahead of it should be done
 within `queue_ms` (half the verdict's budget, `VG_TURN_BUDGET_MS`), judged by the recent
 inference times; otherwise it is decided by the silence rule (counted as `fallback:busy`).
@@ -28,8 +29,9 @@ import numpy as np
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
 from voice_gateway.endpoint.decision import SmartDecision, combine
-from voice_gateway.endpoint.features import N_FRAMES, IncrementalFeatures
-from voice_gateway.endpoint.prosody import TailEnergy, faded
+from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, columns_of, window_features
+from voice_gateway.endpoint.int8 import for_this_cpu
+from voice_gateway.endpoint.prosody import drop_db, faded
 from voice_gateway.endpoint.text import text_complete
 from voice_gateway.endpoint.window import cut_models, window_for
 
@@ -58,9 +60,17 @@ class SmartTurnModel:
     TYPICAL_MS = 40.0  # an inference's time until some have been timed (~10-45 ms measured)
 
     def __init__(
-        self, path: Path, *, workers: int = 2, queue_ms: float = 0.0, windows: bool = False
+        self,
+        path: Path,
+        *,
+        workers: int = 2,
+        queue_ms: float = 0.0,
+        windows: bool = False,
+        unsigned: bool | None = None,
     ) -> None:
-        """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits."""
+        """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits.
+        `unsigned`: store the int8 weights unsigned (endpoint/int8.py; None: where this
+        processor's int8 kernels saturate)."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
@@ -73,31 +83,35 @@ class SmartTurnModel:
                 model, providers=["CPUExecutionProvider"], sess_options=opts
             )
 
-        self.sessions = {N_FRAMES: session(str(path))}
+        graph = for_this_cpu(path, unsigned)
+        self.unsigned = graph is not None
+        self.sessions = {N_FRAMES: session(graph.SerializeToString() if graph else str(path))}
         if windows:
-            self.sessions.update({w: session(m) for w, m in cut_models(path).items()})
+            self.sessions.update({w: session(m) for w, m in cut_models(path, graph).items()})
         self.workers, self.queue_ms = workers, queue_ms
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="smart-turn")
         self._lock = threading.Lock()
         self.in_flight = 0
         self.inference_ms: list[float] = []  # recent, for /metrics and the benchmarks
 
-    def probability(self, features: np.ndarray, columns: int | None = None) -> float:
-        """Blocking: P(the caller has finished) for (80, 800) features whose last `columns`
-        hold the utterance (None: unknown, the 8 s window)."""
-        return self._run(self.width(columns), features)
+    def probability(self, pcm16: bytes) -> float:
+        """Blocking: P(the caller has finished) after the utterance's audio (PCM16, 16 kHz),
+        on the narrowest window that holds it."""
+        width = self.width(columns_of(pcm16))
+        return self.score(window_features(pcm16, width))
 
     def width(self, columns: int | None) -> int:
         """The window a run on an utterance of `columns` uses (the 8 s one without cuts)."""
         width = N_FRAMES if columns is None else window_for(columns)
         return width if width in self.sessions else N_FRAMES
 
-    def _run(self, width: int, features: np.ndarray) -> float:
-        x = np.ascontiguousarray(features[None, :, N_FRAMES - width :], dtype=np.float32)
-        out = self.sessions[width].run(None, {"input_features": x})
+    def score(self, features: np.ndarray) -> float:
+        """Blocking: the model on (80, width) features, `width` one of `sessions`."""
+        x = np.ascontiguousarray(features[None], dtype=np.float32)
+        out = self.sessions[features.shape[1]].run(None, {"input_features": x})
         return float(np.asarray(out[0]).reshape(-1)[0])
 
-    def submit(self, features: np.ndarray, columns: int | None = None) -> Future[float] | None:
+    def submit(self, pcm16: bytes) -> Future[float] | None:
         """Run `probability` on the pool; None when every worker is busy and the runs ahead
         of this one would keep it waiting longer than `queue_ms`."""
         with self._lock:
@@ -105,7 +119,7 @@ class SmartTurnModel:
                 return None
             self.in_flight += 1
         try:
-            fut = self.pool.submit(self._timed, features, columns)
+            fut = self.pool.submit(self._timed, pcm16)
         except RuntimeError:  # the pool was shut down
             self._done()
             return None
@@ -121,9 +135,10 @@ class SmartTurnModel:
         recent = sorted(self.inference_ms[-20:])
         return rounds * (recent[len(recent) // 2] if recent else self.TYPICAL_MS)
 
-    def _timed(self, features: np.ndarray, columns: int | None = None) -> float:
+    def _timed(self, pcm16: bytes) -> float:
+        """`probability`, timed: the features and the inference."""
         start = time.perf_counter()
-        p = self.probability(features, columns)
+        p = self.probability(pcm16)
         self.inference_ms = [*self.inference_ms[-99:], (time.perf_counter() - start) * 1000]
         return p
 
@@ -133,21 +148,21 @@ class SmartTurnModel:
 
     def warmup(self) -> None:
         for width in self.sessions:
-            self._run(width, np.zeros((80, N_FRAMES), dtype=np.float32))
+            self.score(np.zeros((80, width), dtype=np.float32))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 class SmartTurn(EndOfTurn):
-    """Per call: the utterance's features kept up to date frame by frame, one model run per
-    pause (the rule: endpoint/decision.py). `use_text`: combine with the speculative
-    transcript; `text_wait_ms`: how long a 'complete' from the voice waits for the
-    transcript's veto; `fade_db`: a 'complete' also needs the voice to have faded this far at
-    its last sound (None: not asked); `sentence_ms`: a finished sentence in the transcript ends
-    the turn after this much silence whatever the voice says (0: not used); `text_first`: with
-    the voice faded, a transcript already there that says either way decides without the
-    model (decision.py step 0)."""
+    """Per call: the utterance's audio kept as it arrives, one model run per pause (the rule:
+    endpoint/decision.py). `use_text`: combine with the speculative transcript;
+    `text_wait_ms`: how long a 'complete' from the voice waits for the transcript's veto;
+    `fade_db`: a 'complete' also needs the voice to have faded this far at its last sound
+    (None: not asked); `sentence_ms`: a finished sentence in the transcript ends the turn
+    after this much silence whatever the voice says (0: not used); `text_first`: with the
+    voice faded, a transcript already there that says either way decides without the model
+    (decision.py step 0)."""
 
     name = "smart"
 
@@ -171,27 +186,24 @@ class SmartTurn(EndOfTurn):
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
         self.fade_db, self.sentence_ms, self.text_first = fade_db, sentence_ms, text_first
-        self.features = IncrementalFeatures()
-        self.tail = TailEnergy()
+        self.audio = RecentPcm()  # the utterance's last 8 s, as it arrives
         self.broken = False  # a failed inference: this call uses the silence rule
 
     def start(self, preroll: list[bytes]) -> None:
-        self.features.reset()
-        self.tail.reset()
+        self.audio.reset()
         for frame in preroll:
             self.feed(frame)
 
     def feed(self, frame: bytes) -> None:
-        self.features.append(frame)
-        if self.fade_db is not None:
-            self.tail.feed(frame)
+        self.audio.append(frame)
 
     def decide(self, text: str | None = None) -> Decision:
         if self.broken:
             return Ready(Verdict(None, "fallback", reason="error"))
         started = time.perf_counter()
         try:
-            fade = None if self.fade_db is None else faded(self.tail.drop_db(), self.fade_db)
+            pcm = self.audio.pcm()
+            fade = None if self.fade_db is None else faded(drop_db(pcm), self.fade_db)
             if fade is False:
                 # the voice stopped at full level: the model's "done" would be vetoed (decision.py
                 # step 2), so it is not asked. bench/turn_taking.py's corpus: 60 % of pauses, 95 %
@@ -202,8 +214,7 @@ class SmartTurn(EndOfTurn):
                 # a faded voice and a transcript already decoded that says either way: the
                 # words decide, the model is not asked (decision.py step 0)
                 return Ready(Verdict(signal, "text", None, text))
-            features = self.features.features()
-            future = self.model.submit(features, self.features.columns)
+            future = self.model.submit(pcm)  # the features are computed on the pool
         except Exception as exc:
             log.warning("end-of-turn features failed: %s", exc)
             self.broken = True

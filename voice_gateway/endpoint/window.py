@@ -78,12 +78,14 @@ def cut_model(path: Path, width: int, loaded: Any = None) -> bytes:
     return bytes(model.SerializeToString())
 
 
-def cut_models(path: Path) -> dict[int, bytes]:
-    """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut."""
+def cut_models(path: Path, loaded: Any = None) -> dict[int, bytes]:
+    """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut.
+    `loaded`: the model, already read (endpoint/int8.py may have changed its weights)."""
     try:
         import onnx
 
-        loaded = onnx.load(str(path))  # read and parsed once for every width
+        if loaded is None:
+            loaded = onnx.load(str(path))  # read and parsed once for every width
         return {w: cut_model(path, w, loaded) for w in WIDTHS}
     except (ImportError, ValueError) as exc:
         log.warning("Smart Turn runs on its full 8 s window: %s", exc)
