@@ -1,4 +1,5 @@
-"""Local whisper with the short encoder window: the real tiny.en model on espeak-ng speech."""
+"""Local whisper with the short encoder window: the real tiny.en model on espeak-ng speech (and
+one real recording)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import faster_whisper.transcribe as fw
 import numpy as np
 import pytest
 
+from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import silence, speak, wer
+from voice_gateway.endpoint.text import text_complete
 from voice_gateway.stt import whisper
 from voice_gateway.stt.whisper import WhisperSTT, encoder_frames, looks_looped, transcribe
 
@@ -37,6 +40,16 @@ def test_looped_text_is_recognised() -> None:
     assert looks_looped(" ".join(["What's my name?"] * 6))
     assert not looks_looped("")
     assert not looks_looped("What time does the library open tomorrow morning?")
+    # a phrase three times in a row, too short for the compression ratio (tiny.en, real:001)
+    assert looks_looped("10 of clubs 10 of clubs 10 of clubs 10 of")
+    for speech in (
+        "My number is five five five one two three four",
+        "My number is 555-555-1234.",
+        "No, no, no. Yeah yeah yeah.",
+        "One two, one two, testing.",
+        "It's in the box in the box on the table.",  # twice is speech
+    ):
+        assert not looks_looped(speech), speech
 
 
 @pytest.fixture
@@ -140,3 +153,21 @@ async def test_a_speculative_decode_keeps_a_looped_text_and_the_final_one_does_n
     assert encoder_inputs == [1000, 1000, 3000]  # decoded again, and that one redone in full
     assert stream.speculation_used == 0
     await stt.aclose()
+
+
+@pytest.mark.skipif(not clips(), reason=MISSING)
+def test_a_finished_recording_is_never_heard_as_running_on() -> None:
+    """The speculative decode of a real finished command ("ten of clubs"), started after 0 to
+    580 ms of the pause as a loaded gateway may start it: its text never vetoes the end of
+    turn. tiny.en loops on it at one length ("10 of clubs 10 of clubs 10 of clubs 10 of",
+    80 ms on an AMD Zen 3), which ends in "of" and used to make that turn wait the full
+    1.6 s: one turn in ~40 at 8-10 calls in bench/turn_capacity.py."""
+    clip = next(c for c in clips() if c.name.endswith("001"))
+    _, last = speech_span(clip.pcm)
+    verdicts = {}
+    for extra in range(30):  # 20 ms frames of the pause
+        audio = clip.pcm[: (last + 1 + extra) * 320].astype(np.float32) / 32768
+        text = transcribe(audio, retry_looped=False)  # as WhisperStream.speculate decodes
+        verdicts[extra] = (text, text_complete(text))
+    assert all(v is not False for _, v in verdicts.values()), verdicts
+    assert any("clubs" in t.lower() for t, _ in verdicts.values()), verdicts

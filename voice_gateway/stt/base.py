@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import zlib
 from abc import ABC, abstractmethod
@@ -19,17 +20,35 @@ log = logging.getLogger(__name__)
 
 PartialCallback = Callable[[str], Awaitable[None]]
 MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
+_WORD = re.compile(r"[a-z0-9']+")
+_DIGITS = frozenset("zero oh one two three four five six seven eight nine ten".split())
 
 
 def looks_looped(text: str) -> bool:
-    """A transcript like a decoder loop: no word at all ("." / ". . .") or text that
-    compresses like one ("wait wait wait ...", whisper on speech cut mid-word)."""
+    """A transcript like a decoder loop: no word at all ("." / ". . ."), text that compresses
+    like one ("wait wait wait ...", whisper on speech cut mid-word), or a phrase said three
+    times in a row, too short for the compression to tell ("10 of clubs 10 of clubs 10 of
+    clubs 10 of": tiny.en on "ten of clubs" with 80 ms of silence after it)."""
     if not text:
         return False
     if not any(ch.isalnum() for ch in text):
         return True
     raw = text.encode()
-    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION
+    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION or repeated(text)
+
+
+def repeated(text: str, times: int = 3, longest: int = 8) -> bool:
+    """A run of 2 to `longest` words, not all digits, comes `times` times in a row. (One word
+    said three times, "no no no", and digit groups, "five five five" / "555-555", are speech.)"""
+    words = _WORD.findall(text.lower())
+    for k in range(2, longest + 1):
+        for i in range(len(words) - times * k + 1):
+            phrase = words[i : i + k]
+            if all(w.isdigit() or w in _DIGITS for w in phrase):
+                continue
+            if all(words[i + j * k : i + (j + 1) * k] == phrase for j in range(1, times)):
+                return True
+    return False
 
 
 class STTError(Exception):
