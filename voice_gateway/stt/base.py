@@ -26,9 +26,9 @@ _DIGITS = frozenset("zero oh one two three four five six seven eight nine ten".s
 
 def looks_looped(text: str) -> bool:
     """A transcript like a decoder loop: no word at all ("." / ". . ."), text that compresses
-    like one ("wait wait wait ...", whisper on speech cut mid-word), or a phrase said three
-    times in a row, too short for the compression to tell ("10 of clubs 10 of clubs 10 of
-    clubs 10 of": tiny.en on "ten of clubs" with 80 ms of silence after it)."""
+    like one ("wait wait wait ...", whisper on speech cut mid-word), or a phrase said again at
+    once, too short for the compression to tell ("10 of clubs 10 of clubs 10 of clubs 10 of":
+    tiny.en on "ten of clubs" with 80 ms of silence after it; see `repeated`)."""
     if not text:
         return False
     if not any(ch.isalnum() for ch in text):
@@ -37,11 +37,14 @@ def looks_looped(text: str) -> bool:
     return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION or repeated(text)
 
 
-def repeated(text: str, times: int = 3, longest: int = 8) -> bool:
-    """A run of 2 to `longest` words, not all digits, comes `times` times in a row. (One word
-    said three times, "no no no", and digit groups, "five five five" / "555-555", are speech.)"""
+def repeated(text: str, longest: int = 8) -> bool:
+    """A run of words, not all digits, said again at once: 3 or more words twice, 2 words three
+    times ("10 of clubs 10 of clubs": tiny.en doubling "ten of clubs"). Speech does that too
+    ("in the box, in the box"), and then costs one more decode, never the words. One word
+    repeated ("no no no") and digit groups ("five five five", "555-555") are not counted."""
     words = _WORD.findall(text.lower())
     for k in range(2, longest + 1):
+        times = 3 if k == 2 else 2
         for i in range(len(words) - times * k + 1):
             phrase = words[i : i + k]
             if all(w.isdigit() or w in _DIGITS for w in phrase):

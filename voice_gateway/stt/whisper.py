@@ -10,7 +10,8 @@ Whisper pads every input to a 30 s window, and the encoder's cost grows with the
 3 s utterance tiny.en spends ~300 of its ~400 ms encoding padding. The encoder here sees the
 utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 30 s; shorter than
 10 s made tiny.en loop on its own words). A short-window result that looks like a hallucination
-loop (compressible text, or no word at all) is decoded again the standard way, with the 30 s window
+loop (compressible text, a phrase three times in a row, or no word at all) is decoded again with
+300 ms of silence after the audio, and if that loops too, the standard way, with the 30 s window
 and faster-whisper's temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
 audio) keep the standard window: there the short one was no more accurate (bench/voice_stt.py
 measures both)."""
@@ -89,6 +90,9 @@ def load_model(threads: int | None = None, workers: int | None = None) -> Any:
         return _model
 
 
+RETRY_PAD = 16000 * 300 // 1000  # samples of silence added before a looped text's retry
+
+
 def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
     _window.full = full
     try:
@@ -124,7 +128,13 @@ def transcribe(
     model = load_model(threads, workers)
     text = _decode(model, audio, full=full_window)
     if retry_looped and not full_window and looks_looped(text):
-        text = _decode(model, audio, full=True)
+        # tiny.en's loops hang on the audio's exact end ("ten of clubs" looped with 80 ms of
+        # silence after it, not with 60 or 100): the same short window with 300 ms more
+        # silence first (~0.17 s on a Zen 3), the 30 s window (~0.95 s idle there, 2.5 s under
+        # load) only if that loops too
+        text = _decode(model, np.concatenate([audio, np.zeros(RETRY_PAD, audio.dtype)]), full=False)
+        if looks_looped(text):
+            text = _decode(model, audio, full=True)
     return text if any(ch.isalnum() for ch in text) else ""  # "." is not an utterance
 
 
