@@ -10,9 +10,9 @@ Whisper pads every input to a 30 s window, and the encoder's cost grows with the
 3 s utterance tiny.en spends ~300 of its ~400 ms encoding padding. The encoder here sees the
 utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 30 s; shorter than
 10 s made tiny.en loop on its own words). A short-window result that looks like a hallucination
-loop (compressible text, a phrase three times in a row, or no word at all) is decoded again with
-300 ms of silence after the audio, and if that loops too, the standard way, with the 30 s window
-and faster-whisper's temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
+loop (compressible text, a phrase said again at once, or no word at all) is decoded again with a
+15 s window, and if that loops too, the standard way, with the 30 s window and faster-whisper's
+temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
 audio) keep the standard window: there the short one was no more accurate (bench/voice_stt.py
 measures both)."""
 
@@ -39,6 +39,7 @@ MIN_SAMPLES = 1600  # 100 ms
 PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700 ms)
 SHORT_MIN_FRAMES = 1000  # 10 s of 10 ms mel frames: the smallest window the encoder sees
 SHORT_PAD_FRAMES = 200  # 2 s of padding after the utterance
+RETRY_MIN_FRAMES = 1500  # 15 s: the window a looped short decode is tried again with
 THREADS, WORKERS = 1, 2  # per decode / decodes at once (VG_STT_THREADS, VG_STT_WORKERS)
 _model_lock = threading.Lock()
 _model: Any = None
@@ -48,13 +49,15 @@ _window = threading.local()  # .full: this thread's decode uses the standard 30 
 def encoder_frames(features: np.ndarray) -> int:
     """How many mel frames the encoder gets: the content (faster-whisper pads the features with
     zero columns to 3000; real audio never gives an all-zero column) plus SHORT_PAD_FRAMES, at
-    least SHORT_MIN_FRAMES, at most the window it was given."""
+    least SHORT_MIN_FRAMES (this thread's `_window.min_frames` while it decodes), at most the
+    window it was given."""
     total = features.shape[-1]
     if getattr(_window, "full", False):
         return total
     used = np.flatnonzero(np.any(features.reshape(-1, total) != 0, axis=0))
     content = int(used[-1]) + 1 if used.size else 0
-    return min(total, max(SHORT_MIN_FRAMES, content + SHORT_PAD_FRAMES))
+    floor = getattr(_window, "min_frames", SHORT_MIN_FRAMES)
+    return min(total, max(floor, content + SHORT_PAD_FRAMES))
 
 
 def load_model(threads: int | None = None, workers: int | None = None) -> Any:
@@ -90,11 +93,10 @@ def load_model(threads: int | None = None, workers: int | None = None) -> Any:
         return _model
 
 
-RETRY_PAD = 16000 * 300 // 1000  # samples of silence added before a looped text's retry
-
-
-def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
-    _window.full = full
+def _decode(
+    model: Any, audio: np.ndarray, *, full: bool, min_frames: int = SHORT_MIN_FRAMES
+) -> str:
+    _window.full, _window.min_frames = full, min_frames
     try:
         options: dict[str, Any] = {}
         if not full:  # one greedy pass, at most ~10 tokens per second of audio
@@ -110,7 +112,7 @@ def _decode(model: Any, audio: np.ndarray, *, full: bool) -> str:
         )
         return " ".join(s.text.strip() for s in segments).strip()
     finally:
-        _window.full = False
+        _window.full, _window.min_frames = False, SHORT_MIN_FRAMES
 
 
 def transcribe(
@@ -128,11 +130,10 @@ def transcribe(
     model = load_model(threads, workers)
     text = _decode(model, audio, full=full_window)
     if retry_looped and not full_window and looks_looped(text):
-        # tiny.en's loops hang on the audio's exact end ("ten of clubs" looped with 80 ms of
-        # silence after it, not with 60 or 100): the same short window with 300 ms more
-        # silence first (~0.17 s on a Zen 3), the 30 s window (~0.95 s idle there, 2.5 s under
-        # load) only if that loops too
-        text = _decode(model, np.concatenate([audio, np.zeros(RETRY_PAD, audio.dtype)]), full=False)
+        # a 15 s window first (0.29 s instead of 0.25 on a Zen 3), the 30 s one (0.88 s idle
+        # there, ~2.5 s under load) only if that loops too: a caller's "ten of clubs" with 0.3-0.4
+        # s of audio before it looped at 10 s in 11 of 11 turns and at 15 s in none
+        text = _decode(model, audio, full=False, min_frames=RETRY_MIN_FRAMES)
         if looks_looped(text):
             text = _decode(model, audio, full=True)
     return text if any(ch.isalnum() for ch in text) else ""  # "." is not an utterance
@@ -193,11 +194,13 @@ class WhisperStream(STTStream):
         return True
 
     async def _partial(self, pcm: bytes) -> None:
+        # speech cut wherever the partial fell loops often ("10 of 10 of"): such a text is not
+        # shown, and not decoded again (the retries cost more than the partial is worth)
         try:
-            text = await self.stt.decode(pcm, full_window=self.narrowband)
+            text = await self.stt.decode(pcm, full_window=self.narrowband, retry_looped=False)
         except STTError:
             return
-        if text and self.on_partial is not None:
+        if text and not looks_looped(text) and self.on_partial is not None:
             await self.on_partial(text)
 
     async def _finish(self) -> str:
