@@ -122,20 +122,21 @@ def transcribe(
     workers: int | None = None,
     full_window: bool = False,
     retry_looped: bool = True,
+    min_frames: int = SHORT_MIN_FRAMES,
 ) -> str:
     """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (used for
     narrowband speech, where the short window showed no gain in accuracy; see the module doc).
     `retry_looped` False: a looped short-window text is returned as it is (see
-    WhisperStream.speculate)."""
+    WhisperStream.speculate). `min_frames`: the first pass's smallest window."""
     model = load_model(threads, workers)
-    text = _decode(model, audio, full=full_window)
-    if retry_looped and not full_window and looks_looped(text):
+    text = _decode(model, audio, full=full_window, min_frames=min_frames)
+    if retry_looped and not full_window and min_frames < RETRY_MIN_FRAMES and looks_looped(text):
         # a 15 s window first (0.29 s instead of 0.25 on a Zen 3), the 30 s one (0.88 s idle
         # there, ~2.5 s under load) only if that loops too: a caller's "ten of clubs" with 0.3-0.4
         # s of audio before it looped at 10 s in 11 of 11 turns and at 15 s in none
         text = _decode(model, audio, full=False, min_frames=RETRY_MIN_FRAMES)
-        if looks_looped(text):
-            text = _decode(model, audio, full=True)
+    if retry_looped and not full_window and looks_looped(text):
+        text = _decode(model, audio, full=True)
     return text if any(ch.isalnum() for ch in text) else ""  # "." is not an utterance
 
 
@@ -216,9 +217,13 @@ class WhisperStream(STTStream):
             if text and not looks_looped(text):
                 self.speculation_used += 1
                 return text
+        window = SHORT_MIN_FRAMES
         if spec is not None and not spec.done():
             spec.cancel()
-        return await self.stt.decode(pcm, full_window=self.narrowband)
+        elif spec is not None and self.speculated and not spec.cancelled():
+            # the same audio, looped at 10 s: start at 15 s (one decode fewer)
+            window = RETRY_MIN_FRAMES if looks_looped(spec.result()) else window
+        return await self.stt.decode(pcm, full_window=self.narrowband, min_frames=window)
 
     async def _stop_partial(self) -> None:
         task, self._partial_task = self._partial_task, None
@@ -252,14 +257,23 @@ class WhisperSTT(STTProvider):
         return WhisperStream(self, on_partial if self.partials else None)
 
     async def decode(
-        self, pcm: bytes, *, full_window: bool = False, retry_looped: bool = True
+        self,
+        pcm: bytes,
+        *,
+        full_window: bool = False,
+        retry_looped: bool = True,
+        min_frames: int = SHORT_MIN_FRAMES,
     ) -> str:
         if len(pcm) < MIN_SAMPLES * 2:
             return ""
         audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
         loop = asyncio.get_running_loop()
         run = partial(
-            transcribe, workers=self.workers, full_window=full_window, retry_looped=retry_looped
+            transcribe,
+            workers=self.workers,
+            full_window=full_window,
+            retry_looped=retry_looped,
+            min_frames=min_frames,
         )
         try:
             return await loop.run_in_executor(self.pool, run, audio, self.threads)
