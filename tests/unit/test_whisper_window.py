@@ -158,6 +158,10 @@ async def test_a_speculative_decode_keeps_a_looped_text_and_the_final_one_does_n
     # decoded again, from the 15 s window (the 10 s one looped on the same audio), then in full
     assert encoder_inputs == [1000, 1500, 3000]
     assert stream.speculation_used == 0
+    # the rest of the call starts from the 15 s window
+    await stream.feed(pcm)
+    assert "library" in (await stream.speculate()).lower()  # type: ignore[union-attr]
+    assert encoder_inputs[3:] == [1500]
     await stt.aclose()
 
 

@@ -151,6 +151,9 @@ class WhisperStream(STTStream):
         self._since_partial = 0
         self._partial_task: asyncio.Task[None] | None = None
         self._spec: asyncio.Task[str] | None = None
+        # this call's smallest window: 15 s once a pause's decode looped at 10 s (tiny.en
+        # loops on some voices and placements again and again: "ten of clubs" in 11 of 15)
+        self.min_frames = SHORT_MIN_FRAMES
 
     def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
         # the silence a final decode would have after the last word: tiny.en's words change
@@ -171,7 +174,9 @@ class WhisperStream(STTStream):
 
     async def _decode_quietly(self, pcm: bytes) -> str:
         try:
-            return await self.stt.decode(pcm, full_window=self.narrowband, retry_looped=False)
+            return await self.stt.decode(
+                pcm, full_window=self.narrowband, retry_looped=False, min_frames=self.min_frames
+            )
         except STTError:
             return ""
 
@@ -217,13 +222,12 @@ class WhisperStream(STTStream):
             if text and not looks_looped(text):
                 self.speculation_used += 1
                 return text
-        window = SHORT_MIN_FRAMES
         if spec is not None and not spec.done():
             spec.cancel()
         elif spec is not None and self.speculated and not spec.cancelled():
-            # the same audio, looped at 10 s: start at 15 s (one decode fewer)
-            window = RETRY_MIN_FRAMES if looks_looped(spec.result()) else window
-        return await self.stt.decode(pcm, full_window=self.narrowband, min_frames=window)
+            if looks_looped(spec.result()):  # the same audio looped: from 15 s, for the call
+                self.min_frames = max(self.min_frames, RETRY_MIN_FRAMES)
+        return await self.stt.decode(pcm, full_window=self.narrowband, min_frames=self.min_frames)
 
     async def _stop_partial(self) -> None:
         task, self._partial_task = self._partial_task, None
