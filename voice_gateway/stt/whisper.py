@@ -43,7 +43,7 @@ RETRY_MIN_FRAMES = 1500  # 15 s: the window a looped short decode is tried again
 THREADS, WORKERS = 1, 2  # per decode / decodes at once (VG_STT_THREADS, VG_STT_WORKERS)
 _model_lock = threading.Lock()
 _model: Any = None
-_window = threading.local()  # .full: this thread's decode uses the standard 30 s window
+_window = threading.local()  # .full: the standard 30 s window; .min_frames: the smallest one
 
 
 def encoder_frames(features: np.ndarray) -> int:
@@ -131,9 +131,10 @@ def transcribe(
     model = load_model(threads, workers)
     text = _decode(model, audio, full=full_window, min_frames=min_frames)
     if retry_looped and not full_window and min_frames < RETRY_MIN_FRAMES and looks_looped(text):
-        # a 15 s window first (0.29 s instead of 0.25 on a Zen 3), the 30 s one (0.88 s idle
-        # there, ~2.5 s under load) only if that loops too: a caller's "ten of clubs" with 0.3-0.4
-        # s of audio before it looped at 10 s in 11 of 11 turns and at 15 s in none
+        # a 15 s window first (~0.38 s a decode on a Zen 3 against ~0.26 s at 10 s), the 30 s
+        # one (0.88 s idle there, ~2.5 s under load) only if that loops too: a caller's "ten of
+        # clubs" with 0.3-0.4 s of audio before it looped at 10 s in 11 of 11 turns, at 15 s in
+        # none
         text = _decode(model, audio, full=False, min_frames=RETRY_MIN_FRAMES)
     if retry_looped and not full_window and looks_looped(text):
         text = _decode(model, audio, full=True)
