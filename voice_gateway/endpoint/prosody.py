@@ -2,13 +2,14 @@
 
 Speakers lower their intensity toward the end of a turn (turn-final lowering), while a word
 followed by more speech keeps its level. `TailEnergy` keeps the last 4 s as frames arrive
-(the frames themselves, ~1 µs each) and measures the level of each 10 ms only when a pause
-asks (~0.1 ms; per frame, as before, it cost 9-23 µs a frame); `drop_db()` at a pause is the
-mean level of the last 110 ms up to the last sound (within 30 dB of the loudest 10 ms) minus
-the 90th percentile of the sounding part: about -18 dB after the finished recordings of
-bench/turn_taking.py, about -12 dB at their mid-utterance pauses (measured there, where the
-pauses are spliced into running speech: see docs/operations.md "Turn-taking" for what that
-does and does not show). One threshold (`fade_db`) turns it into a vote."""
+(the frames themselves, ~0.5 µs each) and measures the level of each 10 ms only when a pause
+asks (~0.27 ms for 4 s on a Zen 3; per frame, as before, it cost 9-23 µs a frame).
+`drop_db()` at a pause is the mean level of the last 110 ms up to the last sound (within 30 dB
+of the loudest 10 ms) minus the 90th percentile of the sounding part: about -18 dB after the
+finished recordings of bench/turn_taking.py, about -12 dB at their mid-utterance pauses
+(measured there, where the pauses are spliced into running speech: see docs/operations.md
+"Turn-taking" for what that does and does not show). One threshold (`fade_db`) turns it into
+a vote."""
 
 from __future__ import annotations
 
