@@ -2,8 +2,8 @@
 transcript and the voice's final fade (endpoint/prosody.py) as second and third signals.
 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
-of pipecat is imported. Measured on this machine kind (one thread): features ~1-3 ms for the
-columns that reach the utterance (endpoint/features.py) instead of ~24 ms for the 8 s,
+of pipecat is imported. Measured (one thread): features ~1-6.5 ms for the columns that reach
+a 1-4 s utterance (endpoint/features.py, a Zen 3) instead of ~24 ms for the 8 s window,
 inference ~30-40 ms on the 8 s window and 16-33 ms on a window cut to the utterance
 (endpoint/window.py), no gain from batching. So the model runs at most once per pause, on a
 small process-wide pool, features and all: the event loop only keeps the call's audio. A pause

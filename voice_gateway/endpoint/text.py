@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from voice_gateway.stt.base import looks_looped
+from voice_gateway.stt.base import DIGITS, looks_looped
 
 RUN_ON = frozenset(
     """a an the and or but so because if that which who whose when where while to of in on at
@@ -17,7 +17,6 @@ RUN_ON = frozenset(
     we're you're they're it's there's what's let's um uh er could would should might must
     shall not no very more most some any each every this these those""".split()
 )
-DIGITS = frozenset("zero oh one two three four five six seven eight nine".split())
 _WORD = re.compile(r"[a-z0-9']+")
 _TRAIL_OFF = ("...", "…", ",", "-", ":", ";")
 

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 PartialCallback = Callable[[str], Awaitable[None]]
 MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
 _WORD = re.compile(r"[a-z0-9']+")
-_DIGITS = frozenset("zero oh one two three four five six seven eight nine ten".split())
+DIGITS = frozenset("zero oh one two three four five six seven eight nine".split())  # spoken
 
 
 def looks_looped(text: str) -> bool:
@@ -47,7 +47,7 @@ def repeated(text: str, longest: int = 8) -> bool:
         times = 3 if k == 2 else 2
         for i in range(len(words) - times * k + 1):
             phrase = words[i : i + k]
-            if all(w.isdigit() or w in _DIGITS for w in phrase):
+            if all(w.isdigit() or w in DIGITS or w == "ten" for w in phrase):
                 continue
             if all(words[i + j * k : i + (j + 1) * k] == phrase for j in range(1, times)):
                 return True
