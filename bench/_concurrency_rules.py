@@ -49,6 +49,20 @@ def turn_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
         [e["model_ms"] for e in eot if isinstance(e.get("model_ms"), int | float)]
     )
     out["end_of_turn_source"] = dict(Counter(str(e.get("source")) for e in eot))
+    out["longest_waits"] = longest_waits(metrics)
+    return out
+
+
+def longest_waits(metrics: list[dict[str, Any]], n: int = 3) -> list[dict[str, Any]]:
+    """The `n` turns that waited longest for their end, with what decided them (source,
+    probability, reason, transcript at the pause): why a tail turn waited."""
+    timed = [m for m in metrics if isinstance(m.get("end_of_turn_ms"), int | float)]
+    timed.sort(key=lambda m: -float(m["end_of_turn_ms"]))
+    out = []
+    for m in timed[:n]:
+        e = m.get("end_of_turn") if isinstance(m.get("end_of_turn"), dict) else {}
+        keep = ("complete", "source", "probability", "reason", "model_ms", "DEBUGTEXT")
+        out.append({"end_of_turn_ms": m["end_of_turn_ms"]} | {k: e.get(k) for k in keep if k in e})
     return out
 
 

@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     turn_workers: int = Field(2, ge=1, le=16)  # end-of-turn model threads per process
     turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
-    turn_text_wait_ms: int = Field(0, ge=0, le=2000)  # how long "done" waits for the text
+    # smart: how long "done" waits for a transcript being decoded that will be the turn's
+    turn_text_wait_ms: int = Field(400, ge=0, le=2000)
     # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
     turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
     # smart: a finished sentence in the transcript ends the turn after this silence; 0 = never

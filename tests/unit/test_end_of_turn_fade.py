@@ -217,9 +217,10 @@ def test_sentence_done(text: bool | None, silence: float, sentence_ms: int, expe
 
 
 def test_the_defaults_are_the_measured_rule() -> None:
-    """bench/turn_taking.py --cv chose -21 dB and no text wait (docs/operations.md)."""
+    """bench/turn_taking.py --cv chose -21 dB and 0.5 (docs/operations.md); a "done" waits up
+    to 400 ms for a transcript that will be the turn's (test_end_of_turn_text_wait.py)."""
     s = Settings()
-    assert (s.turn_fade_db, s.turn_threshold, s.turn_text_wait_ms) == (-21.0, 0.5, 0)
+    assert (s.turn_fade_db, s.turn_threshold, s.turn_text_wait_ms) == (-21.0, 0.5, 400)
     assert s.turn_sentence_ms == 0
 
 

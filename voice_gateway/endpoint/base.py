@@ -45,6 +45,11 @@ class Decision(ABC):
         """The speculative transcript of the utterance up to this pause arrived."""
         return None
 
+    def expect_text(self) -> None:
+        """A speculative transcript of this pause is being decoded, and it will be the turn's
+        own if the caller says nothing more: the reply waits for it in any case."""
+        return None
+
 
 class Ready(Decision):
     def __init__(self, verdict: Verdict) -> None:

@@ -10,8 +10,12 @@
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
    (endpoint/prosody.py, `fade_db`): the turn ends at the short silence (200 ms), after
-   waiting up to `text_wait_ms` for a transcript still being decoded (its veto). A voice that
-   did not fade is not sent to the model at all (SmartTurn.decide): its "done" would not count.
+   waiting up to `text_wait_ms` for a transcript still being decoded (its veto) when that
+   transcript will be the turn's (`expect_text`): the reply could not start before it anyway,
+   so the wait costs the caller nothing, and without it a busy gateway, whose decodes come
+   late, loses the veto and cuts callers off mid-sentence ("seven of … clubs" became two turns
+   in 1-2 % of turns at 48-64 calls, bench/turn_capacity.py). A voice that did not fade is not
+   sent to the model at all (SmartTurn.decide): its "done" would not count.
 3. The transcript is a finished sentence ("Can you remind me to call my sister?"): the turn
    ends at `sentence_ms` of silence (0: not used), without the model or the fade.
 4. Otherwise: the max silence.
@@ -67,12 +71,16 @@ class SmartDecision(Decision):
         self.started = owner.clock()
         self.text: str | None = None
         self.signal: bool | None = None  # text_complete(text), once, when it arrives
+        self.expecting = False  # a transcript that will be the turn's is being decoded
         self.final: Verdict | None = None  # a fallback or 'complete' stays; 'incomplete' may
         # turn into 'complete' when the transcript arrives or the pause goes on
 
     def give_text(self, text: str) -> None:
         self.text = text
         self.signal = text_complete(text) if self.owner.use_text else None
+
+    def expect_text(self) -> None:
+        self.expecting = True
 
     def poll(self) -> Verdict | None:
         if self.final is not None:
@@ -97,7 +105,8 @@ class SmartDecision(Decision):
                 self.final = Verdict(None, "fallback", reason="error")
                 return self.final
         signal = self.signal  # (poll runs every frame of the pause)
-        waiting = o.use_text and self.text is None and waited_ms < o.text_wait_ms
+        waiting = o.use_text and self.expecting and self.text is None
+        waiting = waiting and waited_ms < o.text_wait_ms
         if p is not None and p >= o.threshold and self.fade is not False and waiting:
             return None  # a confident voice; give the transcript (not there yet) time to veto
         complete, source = combine(p, signal, o.threshold, self.fade)

@@ -175,7 +175,7 @@ class SmartTurn(EndOfTurn):
         threshold: float = 0.5,
         budget_ms: float = 300.0,
         use_text: bool = True,
-        text_wait_ms: float = 0.0,
+        text_wait_ms: float = 400.0,
         fade_db: float | None = None,
         sentence_ms: int = 0,
         text_first: bool = True,

@@ -323,7 +323,7 @@ class VoiceSession:
             d = self.detector  # pad to the silence the turn would end on at the earliest
             spec = self.stt.speculate(min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms)
             if spec is not None:
-                self.tg.create_task(self._speculated(ev.pause, spec))
+                d.follow(ev.pause, spec, final=self.stt.speculation_final)
         elif isinstance(ev, SpeechStopped):
             await self.send("speech.stopped", at_ms=ev.at_ms)
             now = time.monotonic()
@@ -340,11 +340,6 @@ class VoiceSession:
             await self.turns.put(u)
         elif isinstance(ev, FalseStart):
             log.debug("false start at %d ms ignored", ev.at_ms)
-
-    async def _speculated(self, pause: int, spec: asyncio.Future[str]) -> None:
-        await asyncio.wait([spec])
-        if not spec.cancelled() and spec.exception() is None:
-            self.detector.give_text(pause, spec.result())
 
     def _reply_playing(self) -> bool:
         r, task = self.reply, self.reply_task

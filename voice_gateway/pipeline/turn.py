@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, SilenceRule, Verdict
 from voice_gateway.vad.base import VAD
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 @dataclass(slots=True)
@@ -84,6 +88,7 @@ class TurnDetector:
         self._decision: Decision | None = None
         self._verdict: Verdict | None = None
         self._pause_text: str | None = None  # the speculative transcript of this pause
+        self._text_expected = False  # ... is being decoded, and will be the turn's
 
     @property
     def speaking(self) -> bool:
@@ -124,6 +129,7 @@ class TurnDetector:
             self._silent_ms = 0
             self._last_voiced_end = self.now_ms
             self._decision = self._verdict = self._pause_text = None  # the pause is over
+            self._text_expected = False
             return self._maybe_confirm() if self._state == _PENDING else []
         self._silent_ms += self.frame_ms
         if self._state == _PENDING and self._silent_ms >= self.false_gap_ms:
@@ -147,6 +153,25 @@ class TurnDetector:
         if self._decision is not None:
             self._decision.give_text(text)
 
+    def follow(self, pause: int, spec: asyncio.Future[str], final: bool) -> None:
+        """Pause number `pause`'s speculative transcript is being decoded: `give_text` when it
+        arrives. `final`: it will be the turn's if the caller says nothing more, so the reply
+        waits for it anyway, and a "done" may wait for its veto (`expect_text`)."""
+        if final:
+            self.expect_text(pause)
+        spec.add_done_callback(
+            lambda f: None if f.cancelled() or f.exception() else self.give_text(pause, f.result())
+        )
+
+    def expect_text(self, pause: int) -> None:
+        """See `follow`: the pause's decision waits up to `VG_TURN_TEXT_WAIT_MS` for the text
+        when the model says "done" first (endpoint/decision.py)."""
+        if pause != self.pauses or not self._silent_ms or self._state != _ACTIVE:
+            return
+        self._text_expected = True
+        if self._decision is not None and self._pause_text is None:
+            self._decision.expect_text()
+
     @property
     def speculating(self) -> bool:
         """In a pause at least `pause_ms` long: no speech since the last PauseStarted."""
@@ -160,6 +185,8 @@ class TurnDetector:
             self._decision = eot.decide(self._pause_text)
             if self._pause_text is not None:
                 self._decision.give_text(self._pause_text)
+            elif self._text_expected:
+                self._decision.expect_text()
         verdict = self._decision.poll()
         if verdict is None:  # still thinking: its own budget (VG_TURN_BUDGET_MS) ends that
             if silent < max(self.silence_ms, eot.max_silence_ms):
@@ -199,6 +226,7 @@ class TurnDetector:
             speculated=self._silent_ms >= self.pause_ms,
         )
         self._decision = self._verdict = self._pause_text = None
+        self._text_expected = False
         self._state, self._utterance = _IDLE, []
         self._voiced_ms = self._silent_ms = 0
         return event

@@ -86,6 +86,13 @@ class STTStream(ABC):
         itself). Vendor hook."""
         return None
 
+    @property
+    def speculation_final(self) -> bool:
+        """Whether a `speculate()` transcript becomes the turn's final one when no speech
+        follows (`finish(speculated=True)`), so that the reply waits for it anyway. Vendor
+        hook."""
+        return False
+
     def speculation(self) -> asyncio.Future[str] | None:
         """The newest `speculate()` decode (a newer one cancels an older one: more of the same
         speech), or None. Vendor hook."""

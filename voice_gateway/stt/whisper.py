@@ -173,6 +173,10 @@ class WhisperStream(STTStream):
     def speculation(self) -> asyncio.Future[str] | None:
         return self._spec
 
+    @property
+    def speculation_final(self) -> bool:
+        return not self.narrowband  # narrowband: decoded again at the end (`_finish`)
+
     async def _decode_quietly(self, pcm: bytes) -> str:
         try:
             return await self.stt.decode(

@@ -1,0 +1,125 @@
+"""A "done" from the voice waits for the pause's transcript when that transcript is being decoded
+and will be the turn's (endpoint/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
+decode comes after the 200 ms decision, and without the wait the transcript's veto was lost and
+"seven of … clubs" became two turns (bench/turn_capacity.py, 48-64 calls). The detector
+timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.unit.test_end_of_turn import Scripted, smart
+from tests.unit.test_end_of_turn_fade import FADE, STEADY
+from tests.unit.test_turn import QUIET, EnergyVAD
+from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
+from voice_gateway.settings import Settings
+
+
+def pause_then_text(
+    det: TurnDetector, text: str | None, at: int, *, expect: bool = True
+) -> SpeechStopped:
+    """600 ms of voice fading out, then silence in real time. When the pause starts, its
+    transcript is announced (`expect_text`, as the session does for a decode that will be the
+    turn's) unless `expect` is False; `text` arrives `at` frames into the silence (the model's
+    decision is at frame 10), None: never."""
+    out = []
+    for frame in [STEADY] * 30 + FADE:
+        out += det.feed(frame)
+    t0 = time.monotonic()
+    for i in range(70):
+        events = det.feed(QUIET)
+        out += events
+        for ev in events:
+            if isinstance(ev, PauseStarted) and expect:
+                det.expect_text(ev.pause)
+        if i == at and text is not None:
+            det.give_text(det.pauses, text)
+        if any(isinstance(e, SpeechStopped) for e in events):
+            break
+        time.sleep(max(0.0, t0 + (i + 1) * 0.02 - time.monotonic()))
+    return next(e for e in out if isinstance(e, SpeechStopped))
+
+
+def test_run_on_words_decoded_after_the_decision_still_keep_the_turn_open() -> None:
+    model = Scripted(0.95)  # the voice says "done" at the pause after "my number is five five"
+    det = smart(model, fade_db=-14.0, text_wait_ms=400)
+    stop = pause_then_text(det, "My number is five five five", at=16)  # decoded at 320 ms
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete is False and stop.verdict.source == "text"
+    assert stop.end_of_turn_ms == 1000  # waited for more, as with the transcript in time
+
+
+def test_without_a_transcript_on_its_way_the_voice_decides_at_once() -> None:
+    """The same late transcript, not announced (a vendor that does not speculate, or a
+    narrowband call whose final text is decoded again): the model's "done" ends the turn at
+    200 ms, as before; the run-on words come too late to count."""
+    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
+    stop = pause_then_text(det, "My number is five five five", at=16, expect=False)
+    assert stop.verdict is not None and stop.verdict.complete is True
+    assert 200 <= stop.end_of_turn_ms <= 260
+
+
+def test_a_finished_sentence_decoded_late_ends_the_turn_when_it_arrives() -> None:
+    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
+    stop = pause_then_text(det, "Go somewhere and do something.", at=16)
+    assert stop.verdict is not None and stop.verdict.complete is True
+    assert 320 <= stop.end_of_turn_ms <= 400  # when the text came, not the 200 ms decision
+
+
+def test_a_transcript_that_never_comes_is_waited_for_no_longer_than_the_setting() -> None:
+    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=300)
+    stop = pause_then_text(det, None, at=0)
+    assert stop.verdict is not None and stop.verdict.complete is True
+    assert stop.verdict.source == "model"
+    assert 480 <= stop.end_of_turn_ms <= 560  # the 200 ms decision + the 300 ms wait
+
+
+def test_the_silence_rule_never_waits_for_text() -> None:
+    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
+    stop = pause_then_text(det, None, at=0)
+    assert stop.end_of_turn_ms == 400 and stop.verdict is not None
+    assert stop.verdict.source == "silence"
+
+
+async def test_follow_gives_the_decoded_text_and_announces_it_only_when_final() -> None:
+    loop = asyncio.get_running_loop()
+    for final in (True, False):
+        det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
+        for frame in [STEADY] * 30 + FADE + [QUIET] * 3:
+            det.feed(frame)
+        assert det.pauses == 1
+        spec: asyncio.Future[str] = loop.create_future()
+        det.follow(det.pauses, spec, final=final)
+        assert det._text_expected is final
+        spec.set_result("My number is five five five")
+        await asyncio.sleep(0)
+        assert det._pause_text == "My number is five five five"
+    cancelled: asyncio.Future[str] = loop.create_future()
+    det = smart(Scripted(0.95), fade_db=-14.0)
+    for frame in [STEADY] * 30 + FADE + [QUIET] * 3:
+        det.feed(frame)
+    det.follow(det.pauses, cancelled, final=True)
+    cancelled.cancel()
+    await asyncio.sleep(0)
+    assert det._pause_text is None  # a decode cancelled by more speech gives nothing
+
+
+def test_speech_after_the_pause_forgets_the_announced_transcript() -> None:
+    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
+    for frame in [STEADY] * 30 + [QUIET] * 3:
+        det.feed(frame)
+    det.expect_text(det.pauses)
+    assert det._text_expected
+    det.feed(STEADY)
+    assert not det._text_expected
+    det.expect_text(det.pauses)  # an old pause's announcement, in speech: ignored
+    assert not det._text_expected
+
+
+@pytest.mark.parametrize("bad", [-1, 2001])
+def test_the_wait_setting_is_bounded(bad: int) -> None:
+    with pytest.raises(ValueError, match="turn_text_wait_ms"):
+        Settings(turn_text_wait_ms=bad)
