@@ -49,10 +49,13 @@ def by_words(p: Pause, fast_db: float) -> bool | None:
     return text_complete(p.text) if text_at_ms(p) <= 200.0 else None
 
 
-def text_first(fast_db: float, fast_p: float, sentence_ms: float = MAX_MS) -> Rule:
-    """As `graded(fast_db, fast_p, 0)`, with step 0 first: the model is asked only when the
-    transcript is late or says nothing either way (`model_asked` counts those pauses)."""
-    then = graded(fast_db, fast_p, 0, sentence_ms)
+def text_first(
+    fast_db: float, fast_p: float, sentence_ms: float = MAX_MS, veto_ms: float = 0.0
+) -> Rule:
+    """As `graded(fast_db, fast_p, veto_ms)`, with step 0 first: the model is asked only when
+    the transcript is late or says nothing either way (`model_asked` counts those pauses).
+    `text_first(-21, 0.5, veto_ms=400)` is `smart`'s defaults since stop 36."""
+    then = graded(fast_db, fast_p, veto_ms, sentence_ms)
 
     def rule(p: Pause) -> float:
         words = by_words(p, fast_db)
@@ -195,7 +198,8 @@ def _evaluate_per_clip(held: list[Sample], rules: dict[str, Rule]) -> dict[str, 
 
 
 def _brief(r: dict[str, Any]) -> dict[str, Any]:
-    keep = ("delay_p50_ms", "delay_p95_ms", "finished_cut_early", "cutoff_rate", "cuts", "chosen")
+    keep = ("delay_p50_ms", "delay_p95_ms", "ready_p50_ms", "ready_p95_ms", "finished_cut_early")
+    keep = (*keep, "cutoff_rate", "cuts", "chosen")
     return {k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items() if k in keep}
 
 
@@ -250,6 +254,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "fade_-21_model_0.5_wait_250": graded(-21, 0.5, 250),
         "fade_-20_alone": graded(-20, 0.0, 0),
         "fade_-21_text_first_model_0.5": text_first(-21, 0.5),
+        "defaults:fade_-21_text_first_model_0.5_wait_400": text_first(-21, 0.5, veto_ms=400),
         **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
     }
     for kind in ("model", "model|sentence", "model&sentence"):

@@ -155,7 +155,9 @@ def end_frame(sample: Sample, rule: Rule) -> int | None:
 
 
 def evaluate(samples: list[Sample], rule: Rule) -> dict[str, Any]:
-    delays, cut, early = [], {}, 0
+    """Delay: last sound -> the turn's end; ready: last sound -> the later of the end and the
+    pause's transcript (the earliest a reply can start: it needs the words)."""
+    delays, ready, cut, early = [], [], {}, 0
     for s in samples:
         end = end_frame(s, rule)
         if s.pause_ms == 0:
@@ -165,6 +167,8 @@ def evaluate(samples: list[Sample], rule: Rule) -> dict[str, Any]:
             end = end_frame(final, rule)
             if end is not None:
                 delays.append((end + 1 - s.last) * 20.0)
+                words = [p.first + int(text_at_ms(p) // 20) - 1 for p in final.pauses[:1]]
+                ready.append((max(end, *words) + 1 - s.last) * 20.0)
         else:
             last_p = s.last + s.pause_ms // 20
             cut.setdefault(s.pause_ms, []).append(end is not None and end < last_p - 1)
@@ -172,6 +176,8 @@ def evaluate(samples: list[Sample], rule: Rule) -> dict[str, Any]:
         "delays": delays,
         "delay_p50_ms": float(np.percentile(delays, 50)) if delays else None,
         "delay_p95_ms": float(np.percentile(delays, 95)) if delays else None,
+        "ready_p50_ms": float(np.percentile(ready, 50)) if ready else None,
+        "ready_p95_ms": float(np.percentile(ready, 95)) if ready else None,
         "finished_cut_early": early,
         "cutoff_rate": {str(k): round(float(np.mean(v)), 3) for k, v in sorted(cut.items())},
         "cuts": {str(k): int(np.sum(v)) for k, v in sorted(cut.items())},

@@ -15,7 +15,8 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
 - fade_<db>: the voice's final fade alone (endpoint/prosody.py): done at 200 ms when the last
   110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
 - smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
-  fade (with and without the transcript); smart_text_fade_0.5_0_-21 is `smart`'s defaults;
+  fade (with and without the transcript); smart_text_fade_0.5_400_-21 is `smart`'s defaults
+  (the _0_ one, the voice deciding alone when the transcript is late, was until stop 36);
   ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
   silence (VG_TURN_SENTENCE_MS).
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
@@ -149,6 +150,7 @@ def run_sample(
                 ends.append(i)
                 utterance_start = i + 1
             elif isinstance(ev, PauseStarted) and texts is not None:
+                det.expect_text(ev.pause)  # as the gateway does for local whisper at 16 kHz
                 prefix = audio[max(0, utterance_start - 15) * 640 : (i + 1) * 640]
                 text, ms = texts.get(prefix + bytes((200 - 60) * 32))
                 due.append((i + 1 + int(np.ceil(ms / 20)), ev.pause, text))
@@ -195,7 +197,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         out[f"fade_{db}"] = (lambda d=db: FadeOnly(d), False)
         out[f"smart_fade_0.5_{db}"] = (lambda d=db: smart(0.5, False, 0, d), False)
     for db in (-21, -16, -14):
-        for wait in (0, 250):
+        for wait in (0, 250) if db != -21 else (0, 250, 400):
             out[f"smart_text_fade_0.5_{wait}_{db}"] = (
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,

@@ -77,6 +77,27 @@ def test_a_transcript_that_never_comes_is_waited_for_no_longer_than_the_setting(
     assert 480 <= stop.end_of_turn_ms <= 560  # the 200 ms decision + the 300 ms wait
 
 
+def test_a_transcript_withdrawn_during_the_wait_is_no_longer_waited_for() -> None:
+    """The pause's decode cancelled (a barge-in check's decode took its place) while the voice's
+    "done" waits for it: the turn ends then, not at the end of the wait."""
+    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=1000)
+    for frame in [STEADY] * 30 + FADE:
+        det.feed(frame)
+    t0, stop = time.monotonic(), None
+    for i in range(60):
+        for ev in det.feed(QUIET):
+            if isinstance(ev, PauseStarted):
+                det.expect_text(ev.pause)
+            stop = ev if isinstance(ev, SpeechStopped) else stop
+        if stop is not None:
+            break
+        if i == 15:
+            det.expect_text(det.pauses, coming=False)
+        time.sleep(max(0.0, t0 + (i + 1) * 0.02 - time.monotonic()))
+    assert stop is not None and stop.verdict is not None and stop.verdict.complete
+    assert 300 <= stop.end_of_turn_ms <= 360  # at the withdrawal (frame 15), not 200 + 1000
+
+
 def test_the_silence_rule_never_waits_for_text() -> None:
     det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
     stop = pause_then_text(det, None, at=0)
@@ -102,9 +123,11 @@ async def test_follow_gives_the_decoded_text_and_announces_it_only_when_final() 
     for frame in [STEADY] * 30 + FADE + [QUIET] * 3:
         det.feed(frame)
     det.follow(det.pauses, cancelled, final=True)
+    assert det._text_expected
     cancelled.cancel()
     await asyncio.sleep(0)
-    assert det._pause_text is None  # a decode cancelled by more speech gives nothing
+    assert det._pause_text is None  # a decode cancelled (a barge-in check's took its place)
+    assert not det._text_expected  # gives nothing, and is no longer waited for
 
 
 def test_speech_after_the_pause_forgets_the_announced_transcript() -> None:

@@ -45,9 +45,10 @@ class Decision(ABC):
         """The speculative transcript of the utterance up to this pause arrived."""
         return None
 
-    def expect_text(self) -> None:
+    def expect_text(self, coming: bool = True) -> None:
         """A speculative transcript of this pause is being decoded, and it will be the turn's
-        own if the caller says nothing more: the reply waits for it in any case."""
+        own if the caller says nothing more: the reply waits for it in any case. `coming`
+        False: it will not come after all (cancelled or failed)."""
         return None
 
 

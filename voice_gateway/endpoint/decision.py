@@ -79,8 +79,8 @@ class SmartDecision(Decision):
         self.text = text
         self.signal = text_complete(text) if self.owner.use_text else None
 
-    def expect_text(self) -> None:
-        self.expecting = True
+    def expect_text(self, coming: bool = True) -> None:
+        self.expecting = coming
 
     def poll(self) -> Verdict | None:
         if self.final is not None:

@@ -159,18 +159,23 @@ class TurnDetector:
         waits for it anyway, and a "done" may wait for its veto (`expect_text`)."""
         if final:
             self.expect_text(pause)
-        spec.add_done_callback(
-            lambda f: None if f.cancelled() or f.exception() else self.give_text(pause, f.result())
-        )
+        spec.add_done_callback(lambda f: self._decoded(pause, f))
 
-    def expect_text(self, pause: int) -> None:
+    def _decoded(self, pause: int, spec: asyncio.Future[str]) -> None:
+        if not spec.cancelled() and spec.exception() is None:
+            self.give_text(pause, spec.result())
+        else:  # replaced (a barge-in check) or failed: no text is coming
+            self.expect_text(pause, False)
+
+    def expect_text(self, pause: int, coming: bool = True) -> None:
         """See `follow`: the pause's decision waits up to `VG_TURN_TEXT_WAIT_MS` for the text
-        when the model says "done" first (endpoint/decision.py)."""
+        when the model says "done" first (endpoint/decision.py). `coming` False: it will not
+        come after all."""
         if pause != self.pauses or not self._silent_ms or self._state != _ACTIVE:
             return
-        self._text_expected = True
+        self._text_expected = coming
         if self._decision is not None and self._pause_text is None:
-            self._decision.expect_text()
+            self._decision.expect_text(coming)
 
     @property
     def speculating(self) -> bool:
