@@ -54,14 +54,14 @@ def turn_metrics(metrics: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def longest_waits(metrics: list[dict[str, Any]], n: int = 3) -> list[dict[str, Any]]:
-    """The `n` turns that waited longest for their end, with what decided them (source,
-    probability, reason, transcript at the pause): why a tail turn waited."""
+    """The `n` turns that waited longest for their end, with what decided them (the verdict's
+    source, probability, reason and model time): why a tail turn waited."""
     timed = [m for m in metrics if isinstance(m.get("end_of_turn_ms"), int | float)]
     timed.sort(key=lambda m: -float(m["end_of_turn_ms"]))
     out = []
     for m in timed[:n]:
         e = m.get("end_of_turn") if isinstance(m.get("end_of_turn"), dict) else {}
-        keep = ("complete", "source", "probability", "reason", "model_ms", "DEBUGTEXT")
+        keep = ("complete", "source", "probability", "reason", "model_ms")
         out.append({"end_of_turn_ms": m["end_of_turn_ms"]} | {k: e.get(k) for k in keep if k in e})
     return out
 

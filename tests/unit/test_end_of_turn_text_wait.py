@@ -1,8 +1,7 @@
 """A "done" from the voice waits for the pause's transcript when that transcript is being decoded
 and will be the turn's (endpoint/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
-decode comes after the 200 ms decision, and without the wait the transcript's veto was lost and
-"seven of … clubs" became two turns (bench/turn_capacity.py, 48-64 calls). The detector
-timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
+decode comes after the 200 ms decision, and without the wait the transcript's veto was lost.
+The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,9 @@
    waiting up to `text_wait_ms` for a transcript still being decoded (its veto) when that
    transcript will be the turn's (`expect_text`): the reply could not start before it anyway,
    so the wait costs the caller nothing, and without it a busy gateway, whose decodes come
-   late, loses the veto and cuts callers off mid-sentence ("seven of … clubs" became two turns
-   in 1-2 % of turns at 48-64 calls, bench/turn_capacity.py). A voice that did not fade is not
-   sent to the model at all (SmartTurn.decide): its "done" would not count.
+   after the verdict, loses the veto (tests/unit/test_end_of_turn_text_wait.py). A voice that
+   did not fade is not sent to the model at all (SmartTurn.decide): its "done" would not
+   count.
 3. The transcript is a finished sentence ("Can you remind me to call my sister?"): the turn
    ends at `sentence_ms` of silence (0: not used), without the model or the fade.
 4. Otherwise: the max silence.
