@@ -222,7 +222,7 @@ class WhisperStream(STTStream):
         # narrowband: the pause's transcript only informs the end of turn; the final one is
         # decoded again, as tiny.en's narrowband words swing with the trailing audio ("green
         # tea please" -> "green deep leaves" with 180 ms instead of 300 ms after it)
-        if spec is not None and self.speculated and not self.narrowband:
+        if spec is not None and self.speculated and self.speculation_final:
             text = await spec  # decoded during the pause: the same words, already there
             if text and not looks_looped(text):
                 self.speculation_used += 1
