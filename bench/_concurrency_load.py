@@ -94,13 +94,14 @@ class BenchCall(LoadCall):
         self.replies = 0
         self.turns: list[list[float | None]] = []
         self.utterance_start = False  # the current utterance was streamed from its first frame
+        self.begun = False  # the pattern's first frame was sent: silence until then (_stream)
         self.event_count = 0  # a call refused by admission control must have none
         self.last_speech_at = 0.0
 
     def mark(self, index: int, at: float, pattern: Pattern) -> None:
         """Frame `index` of the pattern was just sent at `at`."""
         if index == 0:
-            self.utterance_start = True
+            self.utterance_start = self.begun = True
         elif index == pattern.last:
             self.last_speech_at = at
         elif index == pattern.endpoint and self.utterance_start:
@@ -183,8 +184,12 @@ async def _open(url: str, offset: int, client: str, caller: str | None) -> Bench
 async def _stream(calls: list[BenchCall], ticks: int, groups: int, pattern: Pattern) -> list[float]:
     """Each call's frames in real time, the calls in `groups` phases 20/groups ms apart; each
     frame is written straight to its socket (masked with a fresh key). Returns each tick's
-    lateness (ms): how far the generator itself fell behind the schedule."""
+    lateness (ms): how far the generator itself fell behind the schedule. A call sends silence
+    until its phase reaches the pattern's first frame: one that joined mid-utterance would
+    otherwise open with a fragment ("clubs"), a turn the client does not count but the
+    gateway decides and answers (under `smart`, the longest waits of a level)."""
     frames = pattern.frames
+    quiet = bytes(len(frames[0]))
     n = len(frames)
     marks = {0, pattern.last, pattern.endpoint}
     header = frame_header(OP_BINARY, FRAME)
@@ -203,10 +208,11 @@ async def _stream(calls: list[BenchCall], ticks: int, groups: int, pattern: Patt
                 at = now()
                 c.sent_at.append(at)
                 idx = (c.offset + k) % n
+                frame = frames[idx] if c.begun or idx == 0 else quiet
                 if lib:
-                    await c.ws.send(frames[idx])  # type: ignore[attr-defined]
+                    await c.ws.send(frame)  # type: ignore[attr-defined]
                 else:
-                    c.send(frames[idx], header)
+                    c.send(frame, header)
                 if idx in marks:
                     c.mark(idx, at, pattern)
     return late

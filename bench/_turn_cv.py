@@ -41,35 +41,49 @@ def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = M
     return rule
 
 
-def by_words(p: Pause, fast_db: float) -> bool | None:
-    """Step 0 (endpoint/decision.py): a faded voice whose transcript is there at 200 ms and says
-    either way -> its verdict; None: the model is asked (or, unfaded, nothing ends it early)."""
+def by_words(p: Pause, fast_db: float, within_ms: float = 200.0) -> bool | None:
+    """Step 0 (endpoint/decision.py): a faded voice whose transcript is there at `within_ms` of
+    silence (200: at the decision; more: the model deferred) and says either way -> its
+    verdict; None: the model is asked (or, unfaded, nothing ends it early)."""
     if (0.0 if p.drop_db is None else p.drop_db) > fast_db or p.text is None:
         return None
-    return text_complete(p.text) if text_at_ms(p) <= 200.0 else None
+    return text_complete(p.text) if text_at_ms(p) <= within_ms else None
 
 
 def text_first(
-    fast_db: float, fast_p: float, sentence_ms: float = MAX_MS, veto_ms: float = 0.0
+    fast_db: float,
+    fast_p: float,
+    sentence_ms: float = MAX_MS,
+    veto_ms: float = 0.0,
+    defer_ms: float = 0.0,
 ) -> Rule:
     """As `graded(fast_db, fast_p, veto_ms)`, with step 0 first: the model is asked only when
     the transcript is late or says nothing either way (`model_asked` counts those pauses).
-    `text_first(-21, 0.5, veto_ms=400)` is `smart`'s defaults since stop 36."""
+    `defer_ms`: a transcript not there at 200 ms is waited for this long before the model is
+    asked (`SmartTurn.defer_model`), whose verdict then comes a frame after it was asked.
+    `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults since stop 37."""
     then = graded(fast_db, fast_p, veto_ms, sentence_ms)
 
     def rule(p: Pause) -> float:
-        words = by_words(p, fast_db)
-        if words is None:
-            return then(p)
-        return 200.0 if words else MAX_MS
+        words = by_words(p, fast_db, 200.0 + defer_ms)
+        if words is not None:
+            return max(200.0, text_at_ms(p)) if words else MAX_MS
+        ms = then(p)
+        if defer_ms and (0.0 if p.drop_db is None else p.drop_db) <= fast_db and ms < MAX_MS:
+            asked = min(text_at_ms(p), 200.0 + defer_ms) if p.text is not None else 200 + defer_ms
+            return max(ms, asked + 20.0)
+        return ms
 
     return rule
 
 
-def model_asked(samples: list[Sample], fast_db: float, skip_on_text: bool) -> int:
+def model_asked(
+    samples: list[Sample], fast_db: float, skip_on_text: bool, defer_ms: float = 0.0
+) -> int:
     """Recorded pauses with a voice faded by `fast_db` (the model's) that would run the model."""
     faded = [p for s in samples for p in s.pauses if (p.drop_db or 0.0) <= fast_db]
-    return sum(1 for p in faded if not (skip_on_text and by_words(p, fast_db) is not None))
+    within = 200.0 + defer_ms
+    return sum(1 for p in faded if not (skip_on_text and by_words(p, fast_db, within) is not None))
 
 
 def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
@@ -160,16 +174,24 @@ def loco(samples: list[Sample], family: str, sentence_ms: float) -> dict[str, An
                 key=lambda prm: _key(evaluate(train, graded(**prm, sentence_ms=sentence_ms))),
             )
             rules[name] = graded(**best, sentence_ms=sentence_ms)
-        elif family == "text_first":  # step 0, then the graded rule (no text wait)
+        elif family in ("text_first", "deferred"):
+            # step 0, then the graded rule: no text wait, or the defaults' 400 ms veto and the
+            # model deferred as long
+            wait = 400.0 if family == "deferred" else 0.0
             grid = itertools.product(GRID["fast_db"], GRID["fast_p"])
             best = dict(
                 zip(
                     ("fast_db", "fast_p"),
-                    min(grid, key=lambda v: _key(evaluate(train, text_first(*v, sentence_ms)))),
+                    min(
+                        grid,
+                        key=lambda v: _key(
+                            evaluate(train, text_first(*v, sentence_ms, wait, wait))
+                        ),
+                    ),
                     strict=True,
                 )
             )
-            rules[name] = text_first(best["fast_db"], best["fast_p"], sentence_ms)
+            rules[name] = text_first(best["fast_db"], best["fast_p"], sentence_ms, wait, wait)
         else:
             at = min(LOGISTIC_AT, key=lambda a: _key(evaluate(train, logistic(train, a))))
             best = {"fast_at": at}
@@ -254,7 +276,10 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "fade_-21_model_0.5_wait_250": graded(-21, 0.5, 250),
         "fade_-20_alone": graded(-20, 0.0, 0),
         "fade_-21_text_first_model_0.5": text_first(-21, 0.5),
-        "defaults:fade_-21_text_first_model_0.5_wait_400": text_first(-21, 0.5, veto_ms=400),
+        "fade_-21_text_first_model_0.5_wait_400": text_first(-21, 0.5, veto_ms=400),
+        "defaults:fade_-21_text_first_model_0.5_wait_400_deferred": text_first(
+            -21, 0.5, veto_ms=400, defer_ms=400
+        ),
         **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
     }
     for kind in ("model", "model|sentence", "model&sentence"):
@@ -268,11 +293,12 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
     out["model_asked"] = {
         "fade_-21_model_0.5": model_asked(real, -21, False),
         "fade_-21_text_first_model_0.5": model_asked(real, -21, True),
+        "defaults:fade_-21_text_first_model_0.5_deferred_400": model_asked(real, -21, True, 400),
         "pauses": sum(len(s.pauses) for s in real),
     }
     out["window_cut_vs_8s"] = window_effect(real)
     for ms in (MAX_MS, *SENTENCE_MS):
-        for fam in ("graded", "text_first", "logistic"):
+        for fam in ("graded", "text_first", "deferred", "logistic"):
             out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))
     for k, v in out.items():
         print(k, {a: b for a, b in v.items() if a != "chosen"} if isinstance(v, dict) else v)

@@ -16,7 +16,9 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
 - smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
   fade (with and without the transcript); smart_text_fade_0.5_400_-21 is `smart`'s defaults
-  (the _0_ one, the voice deciding alone when the transcript is late, was until stop 36);
+  (the _0_ one, the voice deciding alone when the transcript is late, was until stop 36; the
+  ..._model_at_200 one, the model asked at 200 ms even with the transcript on its way, until
+  stop 37);
   ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
   silence (VG_TURN_SENTENCE_MS).
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
@@ -174,11 +176,13 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         sentence: int = 0,
         first_ms: int = 200,
         text_first: bool = True,
+        defer_model: bool = True,
     ) -> SmartTurn:
         return SmartTurn(
             model,
             min_silence_ms=first_ms,
             text_first=text_first,
+            defer_model=defer_model,
             threshold=thr,
             use_text=use_text,
             text_wait_ms=wait,
@@ -202,6 +206,10 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,
             )
+    out["smart_text_fade_0.5_400_-21_model_at_200"] = (  # until stop 37: not deferred
+        lambda: smart(0.5, True, 400, -21, defer_model=False),
+        True,
+    )
     out["smart_text_fade_0.5_0_-21_model_always"] = (  # before step 0 (decision.py)
         lambda: smart(0.5, True, 0, -21, text_first=False),
         True,

@@ -42,11 +42,14 @@ def pause_then_text(
     return next(e for e in out if isinstance(e, SpeechStopped))
 
 
-def test_run_on_words_decoded_after_the_decision_still_keep_the_turn_open() -> None:
+@pytest.mark.parametrize("defer", [True, False])
+def test_run_on_words_decoded_after_the_decision_still_keep_the_turn_open(defer: bool) -> None:
+    """`defer`: the model is not asked while the transcript may decide alone (the default); off:
+    it is asked at 200 ms, and its "done" waits for the transcript's veto."""
     model = Scripted(0.95)  # the voice says "done" at the pause after "my number is five five"
-    det = smart(model, fade_db=-14.0, text_wait_ms=400)
+    det = smart(model, fade_db=-14.0, text_wait_ms=400, defer_model=defer)
     stop = pause_then_text(det, "My number is five five five", at=16)  # decoded at 320 ms
-    assert model.calls == 1 and stop.verdict is not None
+    assert model.calls == (0 if defer else 1) and stop.verdict is not None
     assert stop.verdict.complete is False and stop.verdict.source == "text"
     assert stop.end_of_turn_ms == 1000  # waited for more, as with the transcript in time
 
@@ -62,10 +65,32 @@ def test_without_a_transcript_on_its_way_the_voice_decides_at_once() -> None:
 
 
 def test_a_finished_sentence_decoded_late_ends_the_turn_when_it_arrives() -> None:
-    det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
+    model = Scripted(0.95)
+    det = smart(model, fade_db=-14.0, text_wait_ms=400)
     stop = pause_then_text(det, "Go somewhere and do something.", at=16)
     assert stop.verdict is not None and stop.verdict.complete is True
     assert 320 <= stop.end_of_turn_ms <= 400  # when the text came, not the 200 ms decision
+    assert stop.verdict.source == "text" and model.calls == 0  # the words decided alone
+
+
+def test_words_that_cannot_tell_ask_the_model_when_they_arrive() -> None:
+    model = Scripted(0.95)
+    det = smart(model, fade_db=-14.0, text_wait_ms=400)
+    stop = pause_then_text(det, "Okay", at=16)  # no full stop, a capital: says nothing
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete is True and stop.verdict.source == "model"
+    assert 320 <= stop.end_of_turn_ms <= 400  # asked at 320 ms, not at 200
+
+
+def test_the_model_budget_runs_from_when_it_is_asked() -> None:
+    """The transcript never comes: the model is asked at 200 + 300 ms and takes 200 ms, within
+    its 300 ms budget from then (from the 200 ms mark it would be 500 ms: a timeout)."""
+    model = Scripted(0.95, delay_s=0.2)
+    det = smart(model, fade_db=-14.0, text_wait_ms=300, budget_ms=300)
+    stop = pause_then_text(det, None, at=0)
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.source == "model" and stop.verdict.complete is True
+    assert 680 <= stop.end_of_turn_ms <= 800
 
 
 def test_a_transcript_that_never_comes_is_waited_for_no_longer_than_the_setting() -> None:

@@ -5,7 +5,11 @@
    model is not asked (SmartTurn.decide): a finished sentence ends the turn at once, run-on
    words wait up to the max silence. On bench/turn_taking.py's corpus this asks the model at
    62 instead of 108 of 260 pauses with the same cut-offs at every pause length, and ends two
-   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`, stop 33).
+   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`, stop 33). A transcript still
+   being decoded that will be the turn's (`expect_text`) is waited for, up to `text_wait_ms`,
+   before the model is asked (`SmartTurn.defer_model`): the reply needs it anyway, and on a
+   busy gateway, whose decodes come after the 200 ms mark, the model had run on nearly every
+   turn (bench/turn_capacity.py: turn detection 25-30 ms of CPU a turn) only to be overruled.
 1. The transcript says the words run on ("my number is five five five", "go forward"): wait
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
@@ -62,13 +66,21 @@ def sentence_done(text: bool | None, silence_ms: float, sentence_ms: int) -> boo
 
 
 class SmartDecision(Decision):
-    """`future` None: the model was not asked (SmartTurn.decide), only steps 1, 3 and 4 remain."""
+    """`future` None: the model was not asked (SmartTurn.decide), only steps 1, 3 and 4 remain;
+    unless `pcm` is given: the model is asked on it when the transcript that could decide alone
+    (step 0) says nothing either way, does not come, or is late (`text_wait_ms`)."""
 
     def __init__(
-        self, owner: SmartTurn, future: Future[float] | None, features_ms: float, fade: bool | None
+        self,
+        owner: SmartTurn,
+        future: Future[float] | None,
+        features_ms: float,
+        fade: bool | None,
+        pcm: bytes | None = None,
     ) -> None:
         self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
-        self.started = owner.clock()
+        self.pcm = pcm  # the audio the model has not been asked about yet
+        self.started = self.asked = owner.clock()
         self.text: str | None = None
         self.signal: bool | None = None  # text_complete(text), once, when it arrives
         self.expecting = False  # a transcript that will be the turn's is being decoded
@@ -87,10 +99,21 @@ class SmartDecision(Decision):
             return self.final
         o = self.owner
         waited_ms = (o.clock() - self.started) * 1000
+        if self.pcm is not None:
+            if self.signal is not None:  # step 0: the words came first and say either way
+                self.final = Verdict(self.signal, "text", None, self.text)
+                return self.final
+            if self.expecting and self.text is None and waited_ms < o.text_wait_ms:
+                return None
+            self.future, self.pcm = o.model.submit(self.pcm), None
+            self.asked = o.clock()
+            if self.future is None:
+                self.final = Verdict(None, "fallback", reason="busy")
+                return self.final
         p: float | None = None
         if self.future is not None:
             if not self.future.done():
-                if waited_ms < o.budget_ms:
+                if (o.clock() - self.asked) * 1000 < o.budget_ms:
                     return None
                 self.future.cancel()
                 self.final = Verdict(None, "fallback", reason="timeout")

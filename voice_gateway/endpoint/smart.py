@@ -162,7 +162,8 @@ class SmartTurn(EndOfTurn):
     (None: not asked); `sentence_ms`: a finished sentence in the transcript ends the turn
     after this much silence whatever the voice says (0: not used); `text_first`: with the
     voice faded, a transcript already there that says either way decides without the model
-    (decision.py step 0)."""
+    (decision.py step 0); `defer_model`: and one still being decoded is waited for, up to
+    `text_wait_ms`, before the model is asked."""
 
     name = "smart"
 
@@ -179,6 +180,7 @@ class SmartTurn(EndOfTurn):
         fade_db: float | None = None,
         sentence_ms: int = 0,
         text_first: bool = True,
+        defer_model: bool = True,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.clock = model, clock
@@ -186,6 +188,7 @@ class SmartTurn(EndOfTurn):
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
         self.fade_db, self.sentence_ms, self.text_first = fade_db, sentence_ms, text_first
+        self.defer_model = defer_model and text_first and use_text
         self.audio = RecentPcm()  # the utterance's last 8 s, as it arrives
         self.broken = False  # a failed inference: this call uses the silence rule
 
@@ -214,6 +217,11 @@ class SmartTurn(EndOfTurn):
                 # a faded voice and a transcript already decoded that says either way: the
                 # words decide, the model is not asked (decision.py step 0)
                 return Ready(Verdict(signal, "text", None, text))
+            if fade and self.defer_model and text is None:
+                # the transcript may still come and decide alone: the model is asked only if
+                # it does not (decision.py step 0), so a busy gateway whose decodes come late
+                # does not pay for both
+                return SmartDecision(self, None, (time.perf_counter() - started) * 1000, fade, pcm)
             future = self.model.submit(pcm)  # the features are computed on the pool
         except Exception as exc:
             log.warning("end-of-turn features failed: %s", exc)
