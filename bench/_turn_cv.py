@@ -57,20 +57,24 @@ def text_first(
     veto_ms: float = 0.0,
     defer_ms: float = 0.0,
 ) -> Rule:
-    """As `graded(fast_db, fast_p, veto_ms)`, with step 0 first: the model is asked only when
-    the transcript is late or says nothing either way (`model_asked` counts those pauses).
-    `defer_ms`: a transcript not there at 200 ms is waited for this long before the model is
-    asked (`SmartTurn.defer_model`), whose verdict then comes a frame after it was asked.
+    """As `graded(fast_db, fast_p, veto_ms)`, with step 0 first: with the voice faded, a
+    transcript that says either way decides when it comes, unless the model's "done" ended the
+    turn before it (after `veto_ms`). `defer_ms`: the model is asked only when the transcript
+    cannot tell, or has not come this long after 200 ms (`SmartTurn.defer_model`); its verdict
+    then comes a frame later. `model_asked` counts the pauses that run it.
     `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults since stop 37."""
     then = graded(fast_db, fast_p, veto_ms, sentence_ms)
+    wait = max(veto_ms, defer_ms)
 
     def rule(p: Pause) -> float:
-        words = by_words(p, fast_db, 200.0 + defer_ms)
-        if words is not None:
-            return max(200.0, text_at_ms(p)) if words else MAX_MS
+        faded = (0.0 if p.drop_db is None else p.drop_db) <= fast_db
+        t_at = text_at_ms(p)
+        words = text_complete(p.text) if faded and p.text is not None else None
+        if words is not None and (t_at <= 200.0 + wait or p.p < fast_p):
+            return max(200.0, t_at) if words else MAX_MS
         ms = then(p)
-        if defer_ms and (0.0 if p.drop_db is None else p.drop_db) <= fast_db and ms < MAX_MS:
-            asked = min(text_at_ms(p), 200.0 + defer_ms) if p.text is not None else 200 + defer_ms
+        if defer_ms and faded and ms < MAX_MS:
+            asked = min(t_at, 200.0 + defer_ms) if p.text is not None else 200.0 + defer_ms
             return max(ms, asked + 20.0)
         return ms
 

@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
     # smart: how long "done" waits for a transcript being decoded that will be the turn's
     turn_text_wait_ms: int = Field(400, ge=0, le=2000)
+    # smart: ... and the model is asked only if that transcript cannot tell (decision.py step 0)
+    turn_defer_model: bool = True
     # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
     turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
     # smart: a finished sentence in the transcript ends the turn after this silence; 0 = never

@@ -221,20 +221,23 @@ def test_the_defaults_are_the_measured_rule() -> None:
     to 400 ms for a transcript that will be the turn's (test_end_of_turn_text_wait.py)."""
     s = Settings()
     assert (s.turn_fade_db, s.turn_threshold, s.turn_text_wait_ms) == (-21.0, 0.5, 400)
-    assert s.turn_sentence_ms == 0
+    assert s.turn_sentence_ms == 0 and s.turn_defer_model is True
 
 
 def test_the_settings_reach_each_calls_detector() -> None:
     from voice_gateway.endpoint.smart import SmartTurn
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
 
-    s = Settings(turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120)
+    s = Settings(
+        turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120, turn_defer_model=False
+    )
     services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
     eot = services.new_end_of_turn("smart")
     assert isinstance(eot, SmartTurn)
     assert (eot.fade_db, eot.sentence_ms, eot.text_wait_ms) == (-18.0, 900, 120)
+    assert eot.defer_model is False
 
 
 # ---- step 0: a faded voice and a transcript already there (endpoint/decision.py) -------------

@@ -73,6 +73,27 @@ def test_a_finished_sentence_decoded_late_ends_the_turn_when_it_arrives() -> Non
     assert stop.verdict.source == "text" and model.calls == 0  # the words decided alone
 
 
+def test_a_finished_sentence_decoded_late_overrules_a_doubtful_voice() -> None:
+    """The model asked at 200 ms (not deferred) scores the faded voice 0.1: before stop 37 the
+    turn then waited the full 1000 ms whatever the words said once decoded."""
+    model = Scripted(0.1)
+    det = smart(model, fade_db=-14.0, text_wait_ms=400, defer_model=False)
+    stop = pause_then_text(det, "Go somewhere and do something.", at=16)
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete is True and stop.verdict.source == "text"
+    assert stop.verdict.probability == pytest.approx(0.1)  # it had answered
+    assert 320 <= stop.end_of_turn_ms <= 400
+
+
+def test_words_that_come_while_the_model_runs_decide_without_it() -> None:
+    model = Scripted(0.95, delay_s=0.4)
+    det = smart(model, fade_db=-14.0, text_wait_ms=400, defer_model=False, budget_ms=1000)
+    stop = pause_then_text(det, "My number is five five five", at=14)  # 280 ms, model busy
+    assert stop.verdict is not None and stop.verdict.complete is False
+    assert stop.verdict.source == "text" and stop.verdict.probability is None
+    assert stop.end_of_turn_ms == 1000
+
+
 def test_words_that_cannot_tell_ask_the_model_when_they_arrive() -> None:
     model = Scripted(0.95)
     det = smart(model, fade_db=-14.0, text_wait_ms=400)

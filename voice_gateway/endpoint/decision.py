@@ -5,11 +5,13 @@
    model is not asked (SmartTurn.decide): a finished sentence ends the turn at once, run-on
    words wait up to the max silence. On bench/turn_taking.py's corpus this asks the model at
    62 instead of 108 of 260 pauses with the same cut-offs at every pause length, and ends two
-   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`, stop 33). A transcript still
-   being decoded that will be the turn's (`expect_text`) is waited for, up to `text_wait_ms`,
-   before the model is asked (`SmartTurn.defer_model`): the reply needs it anyway, and on a
-   busy gateway, whose decodes come after the 200 ms mark, the model had run on nearly every
-   turn (bench/turn_capacity.py: turn detection 25-30 ms of CPU a turn) only to be overruled.
+   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`, stop 33). A transcript that
+   comes later in the pause decides the same way (a run of the model still going is dropped),
+   unless the model's "done" already ended the turn (step 2's wait): before stop 37 a late one
+   could only veto, so the verdict hung on how fast the decode was. With `defer_model` a
+   transcript still being decoded that will be the turn's (`expect_text`) is waited for, up to
+   `text_wait_ms`, before the model is asked at all: it saves the model's CPU on the turns
+   whose words decide, and costs a model run's time on those whose words cannot tell.
 1. The transcript says the words run on ("my number is five five five", "go forward"): wait
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
@@ -99,10 +101,12 @@ class SmartDecision(Decision):
             return self.final
         o = self.owner
         waited_ms = (o.clock() - self.started) * 1000
+        if self.signal is not None and self.fade and o.text_first:
+            # step 0 on a transcript that came after the 200 ms mark: the words decide as they
+            # would have at it, whatever the model says (a run still going is dropped)
+            self.final = Verdict(self.signal, "text", self._answered(), self.text)
+            return self.final
         if self.pcm is not None:
-            if self.signal is not None:  # step 0: the words came first and say either way
-                self.final = Verdict(self.signal, "text", None, self.text)
-                return self.final
             if self.expecting and self.text is None and waited_ms < o.text_wait_ms:
                 return None
             self.future, self.pcm = o.model.submit(self.pcm), None
@@ -144,3 +148,12 @@ class SmartDecision(Decision):
         if complete:
             self.final = verdict
         return verdict
+
+    def _answered(self) -> float | None:
+        """The model's probability if it has answered; a run not done is cancelled."""
+        f = self.future
+        if f is None or not f.done():
+            if f is not None:
+                f.cancel()
+            return None
+        return None if f.cancelled() or f.exception() is not None else f.result()

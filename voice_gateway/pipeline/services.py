@@ -95,6 +95,7 @@ class VoiceServices:
             threshold=s.turn_threshold,
             budget_ms=s.turn_budget_ms,
             text_wait_ms=s.turn_text_wait_ms,
+            defer_model=s.turn_defer_model,
             fade_db=s.turn_fade_db or None,
             sentence_ms=s.turn_sentence_ms,
         )
