@@ -177,6 +177,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         first_ms: int = 200,
         text_first: bool = True,
         defer_model: bool = True,
+        deadline: float | None = 400,
     ) -> SmartTurn:
         return SmartTurn(
             model,
@@ -188,6 +189,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
             text_wait_ms=wait,
             fade_db=fade,
             sentence_ms=sentence,
+            deadline_ms=deadline,  # as the gateway: VG_ENDPOINT_SILENCE_MS
             clock=clk,
         )
 

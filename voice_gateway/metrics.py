@@ -59,7 +59,8 @@ class Metrics:
             "Pauses the end-of-turn model did not decide (the silence rule did)",
             ["reason"],
             registry=r,
-        )  # reason: busy (pool full) | timeout (over VG_TURN_BUDGET_MS) | error
+        )  # reason: busy (pool full, or whisper's decodes queue) | timeout (over VG_TURN_BUDGET_MS)
+        # | late (no verdict by VG_ENDPOINT_SILENCE_MS) | error
         self.speech_ignored = Counter(
             "vg_speech_ignored_total",
             "Speech during a reply that did not cancel it",

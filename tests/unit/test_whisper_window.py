@@ -223,3 +223,23 @@ def test_a_real_command_comes_out_once_whatever_silence_surrounds_it(
             assert wer("ten of clubs", heard.replace("10", "ten")) == 0, (lead, tail, heard)
     # the 30 s window only where the 15 s one looped too (1 of 15 on that machine)
     assert encoder_inputs.count(3000) <= 3, encoder_inputs
+
+
+async def test_the_backlog_counts_decodes_waiting_for_a_worker() -> None:
+    """`backlog` (what `smart` sheds its model on): three decodes on one worker leave two
+    waiting; a cancelled one that waits leaves at once; none is left when all are done."""
+    import asyncio
+
+    stt = WhisperSTT(workers=1)
+    await stt.warmup()
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    jobs = [asyncio.ensure_future(stt.decode(pcm)) for _ in range(3)]
+    await asyncio.sleep(0)  # the three are on the pool
+    assert stt.in_flight == 3 and stt.backlog() == 2
+    jobs[2].cancel()
+    await asyncio.sleep(0.01)
+    assert stt.backlog() == 1
+    texts = await asyncio.gather(*jobs[:2])
+    assert all("library" in t.lower() for t in texts)
+    assert stt.in_flight == 0 and stt.backlog() == 0
+    await stt.aclose()

@@ -21,7 +21,7 @@ class Verdict:
     source: VerdictSource
     probability: float | None = None  # the audio model's, when it ran
     text: str | None = None  # the speculative transcript it saw, if any
-    reason: str = ""  # for a fallback: busy | error | timeout
+    reason: str = ""  # for a fallback: busy | error | timeout | late
     model_ms: float | None = None  # features + inference
 
     def as_dict(self) -> dict[str, object]:
@@ -45,6 +45,11 @@ class Decision(ABC):
         """The speculative transcript of the utterance up to this pause arrived."""
         return None
 
+    def settle(self) -> Verdict | None:
+        """The pause reached the policy's `deadline_ms` with `poll` still None: the verdict
+        there is now (a wait given up), or None: the silence rule decides."""
+        return None
+
     def expect_text(self, coming: bool = True) -> None:
         """A speculative transcript of this pause is being decoded, and it will be the turn's
         own if the caller says nothing more: the reply waits for it in any case. `coming`
@@ -62,11 +67,13 @@ class Ready(Decision):
 
 class EndOfTurn(ABC):
     """A turn-end policy. `min_silence_ms`: the pause after which `decide` is called;
-    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open."""
+    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open; `deadline_ms`: how
+    long the detector waits for a verdict at all (None: up to `max_silence_ms`)."""
 
     name = "silence"
     min_silence_ms = 400
     max_silence_ms = 400
+    deadline_ms: float | None = None  # a pause still undecided at this much silence falls back
 
     def start(self, preroll: list[bytes]) -> None:
         """A new utterance begins with these frames (the pre-roll and the first voiced one)."""

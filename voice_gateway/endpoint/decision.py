@@ -88,6 +88,7 @@ class SmartDecision(Decision):
         self.expecting = False  # a transcript that will be the turn's is being decoded
         self.final: Verdict | None = None  # a fallback or 'complete' stays; 'incomplete' may
         # turn into 'complete' when the transcript arrives or the pause goes on
+        self.settled = False  # the detector's deadline came (settle)
 
     def give_text(self, text: str) -> None:
         self.text = text
@@ -95,6 +96,10 @@ class SmartDecision(Decision):
 
     def expect_text(self, coming: bool = True) -> None:
         self.expecting = coming
+
+    def settle(self) -> Verdict | None:
+        self.settled = True
+        return self.poll()
 
     def poll(self) -> Verdict | None:
         if self.final is not None:
@@ -106,10 +111,19 @@ class SmartDecision(Decision):
             # would have at it, whatever the model says (a run still going is dropped)
             self.final = Verdict(self.signal, "text", self._answered(), self.text)
             return self.final
+        left_ms = o.left_ms(waited_ms)  # until the silence rule's time (the deadline)
+        late = self.settled or left_ms <= 0
         if self.pcm is not None:
+            run_ms = o.model.recent_ms()
             if self.expecting and self.text is None and waited_ms < o.text_wait_ms:
-                return None
-            self.future, self.pcm = o.model.submit(self.pcm), None
+                if left_ms > 2 * run_ms:
+                    return None  # time yet for the words, and for a run after them
+            if late or left_ms < run_ms:
+                # the silence rule's time comes before a run could answer: not worth one
+                self.pcm = None
+                self.final = Verdict(None, "fallback", reason="late")
+                return self.final
+            self.future, self.pcm = o.submit(self.pcm), None
             self.asked = o.clock()
             if self.future is None:
                 self.final = Verdict(None, "fallback", reason="busy")
@@ -117,10 +131,11 @@ class SmartDecision(Decision):
         p: float | None = None
         if self.future is not None:
             if not self.future.done():
-                if (o.clock() - self.asked) * 1000 < o.budget_ms:
+                over = (o.clock() - self.asked) * 1000 >= o.budget_ms
+                if not (over or late):
                     return None
                 self.future.cancel()
-                self.final = Verdict(None, "fallback", reason="timeout")
+                self.final = Verdict(None, "fallback", reason="timeout" if over else "late")
                 return self.final
             try:
                 p = self.future.result()
@@ -133,7 +148,7 @@ class SmartDecision(Decision):
                 return self.final
         signal = self.signal  # (poll runs every frame of the pause)
         waiting = o.use_text and self.expecting and self.text is None
-        waiting = waiting and waited_ms < o.text_wait_ms
+        waiting = waiting and waited_ms < o.text_wait_ms and not late
         if p is not None and p >= o.threshold and self.fade is not False and waiting:
             return None  # a confident voice; give the transcript (not there yet) time to veto
         complete, source = combine(p, signal, o.threshold, self.fade)

@@ -132,8 +132,12 @@ class SmartTurnModel:
         rounds = -(-(in_flight - self.workers + 1) // self.workers)
         if rounds <= 0:
             return 0.0
+        return rounds * self.recent_ms()
+
+    def recent_ms(self) -> float:
+        """A recent median run (features and inference)."""
         recent = sorted(self.inference_ms[-20:])
-        return rounds * (recent[len(recent) // 2] if recent else self.TYPICAL_MS)
+        return recent[len(recent) // 2] if recent else self.TYPICAL_MS
 
     def _timed(self, pcm16: bytes) -> float:
         """`probability`, timed: the features and the inference."""
@@ -163,7 +167,13 @@ class SmartTurn(EndOfTurn):
     after this much silence whatever the voice says (0: not used); `text_first`: with the
     voice faded, a transcript already there that says either way decides without the model
     (decision.py step 0); `defer_model`: and one still being decoded is waited for, up to
-    `text_wait_ms`, before the model is asked."""
+    `text_wait_ms`, before the model is asked; `deadline_ms`: the pause length (the silence
+    rule's, `VG_ENDPOINT_SILENCE_MS`, in the gateway) by which a pause with no verdict falls
+    back to the silence rule (`fallback:late`), so a busy gateway never keeps a caller waiting
+    longer than `vad` would without a reason to (None: only `budget_ms` and `text_wait_ms`);
+    `busy`: True when the process's cores are all taken (the gateway: a whisper decode waits
+    for a worker): the model is then not run and the pause falls back to the silence rule
+    (`fallback:busy`), so its CPU does not slow the transcripts every turn waits for."""
 
     name = "smart"
 
@@ -181,6 +191,8 @@ class SmartTurn(EndOfTurn):
         sentence_ms: int = 0,
         text_first: bool = True,
         defer_model: bool = True,
+        deadline_ms: float | None = None,
+        busy: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.clock = model, clock
@@ -189,8 +201,23 @@ class SmartTurn(EndOfTurn):
         self.use_text, self.text_wait_ms = use_text, text_wait_ms
         self.fade_db, self.sentence_ms, self.text_first = fade_db, sentence_ms, text_first
         self.defer_model = defer_model and text_first and use_text
+        if deadline_ms is not None and deadline_ms <= min_silence_ms:
+            deadline_ms = None  # it would leave the model no time at all
+        self.deadline_ms, self.busy = deadline_ms, busy
         self.audio = RecentPcm()  # the utterance's last 8 s, as it arrives
         self.broken = False  # a failed inference: this call uses the silence rule
+
+    def left_ms(self, waited_ms: float) -> float:
+        """How long a decision `waited_ms` into the pause may still take (inf: no deadline)."""
+        if self.deadline_ms is None:
+            return float("inf")
+        return self.deadline_ms - self.min_silence_ms - waited_ms
+
+    def submit(self, pcm16: bytes) -> Future[float] | None:
+        """A model run on the pool, or None: the process or the model's pool is busy."""
+        if self.busy is not None and self.busy():
+            return None
+        return self.model.submit(pcm16)
 
     def start(self, preroll: list[bytes]) -> None:
         self.audio.reset()
@@ -222,7 +249,7 @@ class SmartTurn(EndOfTurn):
                 # it does not (decision.py step 0), so a busy gateway whose decodes come late
                 # does not pay for both
                 return SmartDecision(self, None, (time.perf_counter() - started) * 1000, fade, pcm)
-            future = self.model.submit(pcm)  # the features are computed on the pool
+            future = self.submit(pcm)  # the features are computed on the pool
         except Exception as exc:
             log.warning("end-of-turn features failed: %s", exc)
             self.broken = True

@@ -98,6 +98,8 @@ class VoiceServices:
             defer_model=s.turn_defer_model,
             fade_db=s.turn_fade_db or None,
             sentence_ms=s.turn_sentence_ms,
+            deadline_ms=s.endpoint_silence_ms,
+            busy=lambda: self.stt.backlog() > 0,
         )
 
     @classmethod

@@ -216,6 +216,11 @@ class STTProvider(ABC):
         stream.input_rate = input_rate
         return stream
 
+    def backlog(self) -> int:
+        """Decodes waiting for a free worker of this process (a local model on the CPU): a
+        sign the process's cores are all taken. 0 for a vendor."""
+        return 0
+
     async def warmup(self) -> None:
         return None
 

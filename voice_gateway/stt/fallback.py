@@ -49,6 +49,9 @@ class FallbackSTT(STTProvider):
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return FallbackStream(self, on_partial)
 
+    def backlog(self) -> int:
+        return self.primary.backlog() + self.fallback.backlog()
+
     async def warmup(self) -> None:
         await self.fallback.warmup()  # must work: it is what keeps calls going
         try:

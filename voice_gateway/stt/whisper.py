@@ -261,6 +261,16 @@ class WhisperSTT(STTProvider):
         self.threads, self.workers = threads, max(1, workers)
         self.partials = partials
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="whisper")
+        self.in_flight = 0  # decodes on the pool, running or queued (a cancelled one that
+        # already runs counts until it is done: it still holds a worker)
+        self._count = threading.Lock()
+
+    def backlog(self) -> int:
+        return max(0, self.in_flight - self.workers)
+
+    def _done(self, _future: object) -> None:
+        with self._count:
+            self.in_flight -= 1
 
     def open(self, *, on_partial: PartialCallback | None = None) -> STTStream:
         return WhisperStream(self, on_partial if self.partials else None)
@@ -284,8 +294,16 @@ class WhisperSTT(STTProvider):
             retry_looped=retry_looped,
             min_frames=min_frames,
         )
+        with self._count:
+            self.in_flight += 1
         try:
-            return await loop.run_in_executor(self.pool, run, audio, self.threads)
+            job = self.pool.submit(run, audio, self.threads)
+        except RuntimeError as exc:  # the pool was shut down
+            self._done(None)
+            raise STTError(self.name, f"decoding failed: {exc}") from exc
+        job.add_done_callback(self._done)
+        try:
+            return await asyncio.wrap_future(job, loop=loop)
         except STTError:
             raise
         except Exception as exc:

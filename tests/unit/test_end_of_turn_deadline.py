@@ -1,0 +1,101 @@
+"""`smart` never keeps a caller waiting past the silence rule's time without a reason to
+(SmartTurn `deadline_ms`, the gateway's `VG_ENDPOINT_SILENCE_MS`): a pause whose model run or
+transcript is late on a busy gateway falls back to the silence rule (`fallback:late`) at 400 ms,
+as `vad` would end it, instead of at the model's budget or the text wait (up to 600-900 ms).
+A verdict that says "wait" (run-on words, a doubtful voice) still keeps the turn open.
+The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
+
+from __future__ import annotations
+
+from tests.unit.test_end_of_turn import Scripted, smart
+from tests.unit.test_end_of_turn_text_wait import pause_then_text
+from voice_gateway.endpoint.smart import SmartTurn
+from voice_gateway.settings import Settings
+
+
+def test_a_model_run_late_for_the_deadline_falls_back_at_the_silence_rules_time() -> None:
+    """Asked at 200 ms (no transcript on its way), the run takes 500 ms: without the deadline
+    the turn waits for the 300 ms budget (500 ms); with it, it ends at 400 ms like `vad`."""
+    slow = Scripted(0.95, delay_s=0.5)
+    stop = pause_then_text(smart(slow, fade_db=-14.0, deadline_ms=400), None, at=0, expect=False)
+    assert stop.verdict is not None and stop.verdict.complete is None
+    assert (stop.verdict.source, stop.verdict.reason) == ("fallback", "late")
+    assert stop.end_of_turn_ms == 400
+    det = smart(Scripted(0.95, delay_s=0.5), fade_db=-14.0)
+    before = pause_then_text(det, None, 0, expect=False)
+    assert before.verdict is not None and before.verdict.reason == "timeout"
+    assert before.end_of_turn_ms >= 480
+
+
+def test_a_transcript_that_does_not_come_leaves_the_model_time_to_answer_by_the_deadline() -> None:
+    """Deferred: the model waits for the transcript only while a run after it could still
+    answer before 400 ms (twice a recent run: 40 ms before any was timed), so it is asked at
+    ~320 ms and its "done" ends the turn there, not at 200 + the 400 ms text wait."""
+    model = Scripted(0.95)
+    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), None, at=0)
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete is True and stop.verdict.source == "model"
+    assert 300 <= stop.end_of_turn_ms <= 400
+
+
+def test_no_model_run_is_started_that_could_not_answer_in_time() -> None:
+    """Recent runs took 250 ms and 200 ms are left at the decision: the run is not started (it
+    would only take CPU from the other calls) and the silence rule ends the pause."""
+    model = Scripted(0.95)
+    model.inference_ms = [250.0]
+    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), None, at=0)
+    assert model.calls == 0 and stop.verdict is not None
+    assert (stop.verdict.source, stop.verdict.reason) == ("fallback", "late")
+    assert stop.end_of_turn_ms == 400
+
+
+def test_a_doubtful_voice_still_keeps_the_turn_open_past_the_deadline() -> None:
+    model = Scripted(0.1)
+    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), "Okay", at=12)
+    assert model.calls == 1 and stop.verdict is not None
+    assert stop.verdict.complete is False and stop.verdict.source == "model"
+    assert stop.end_of_turn_ms == 1000  # the max silence: a reason to wait
+
+
+def test_run_on_words_after_the_deadline_still_keep_the_turn_open() -> None:
+    """The model's run is late (fallback at 400 ms would end the turn) but the run-on words
+    arrive at ~340 ms, before it: they decide and the turn waits for more."""
+    model = Scripted(0.95, delay_s=0.5)
+    det = smart(model, fade_db=-14.0, deadline_ms=400, defer_model=False)
+    stop = pause_then_text(det, "My number is five five five", at=17)
+    assert stop.verdict is not None and stop.verdict.complete is False
+    assert stop.verdict.source == "text" and stop.end_of_turn_ms == 1000
+
+
+def test_a_deadline_not_after_the_decision_is_not_applied() -> None:
+    eot = SmartTurn(Scripted(0.9), min_silence_ms=400, deadline_ms=400)
+    assert eot.deadline_ms is None and eot.left_ms(1000.0) == float("inf")
+    assert SmartTurn(Scripted(0.9), deadline_ms=400).left_ms(50.0) == 150.0
+
+
+def test_the_gateway_gives_each_call_the_silence_rules_time_as_its_deadline() -> None:
+    from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+
+    s = Settings(endpoint_silence_ms=700)
+    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services._turn_model_tried = True
+    services.turn_model = Scripted(0.5)
+    eot = services.new_end_of_turn("smart")
+    assert isinstance(eot, SmartTurn) and eot.deadline_ms == 700 and eot.busy is not None
+    services.stt = type("Loaded", (), {"backlog": lambda self: 1})()  # type: ignore[assignment]
+    assert eot.busy() is True
+
+
+def test_a_busy_process_does_not_run_the_model() -> None:
+    """`busy` (the gateway: a whisper decode waits for a worker): the model's CPU would slow the
+    transcripts every call waits for, so the pause is the silence rule's (`fallback:busy`)."""
+    model, load = Scripted(0.95), [True]
+    det = smart(model, fade_db=-14.0, deadline_ms=400, busy=lambda: load[0])
+    stop = pause_then_text(det, None, at=0, expect=False)
+    assert model.calls == 0 and stop.verdict is not None
+    assert (stop.verdict.source, stop.verdict.reason) == ("fallback", "busy")
+    assert stop.end_of_turn_ms == 400
+    load[0] = False  # the next pause, with the cores free again, asks the model
+    stop = pause_then_text(det, None, at=0, expect=False)
+    assert model.calls == 1 and stop.verdict is not None and stop.verdict.source == "model"
+    assert 200 <= stop.end_of_turn_ms <= 260
