@@ -1,9 +1,11 @@
-"""`smart` never keeps a caller waiting past the silence rule's time without a reason to
-(SmartTurn `deadline_ms`, the gateway's `VG_ENDPOINT_SILENCE_MS`): a pause whose model run or
-transcript is late on a busy gateway falls back to the silence rule (`fallback:late`) at 400 ms,
-as `vad` would end it, instead of at the model's budget or the text wait (up to 600-900 ms).
-A verdict that says "wait" (run-on words, a doubtful voice) still keeps the turn open.
-The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
+"""`smart` never keeps a caller waiting for its model past the silence rule's time (SmartTurn
+`deadline_ms`, the gateway's `VG_ENDPOINT_SILENCE_MS`): on a busy gateway a model run still
+going at 400 ms, or one that could not answer by then, gives way to the silence rule
+(`fallback:late`), as `vad` would end the pause; before, the turn waited for the model's budget
+or, with the model deferred, until 200 + 400 ms to ask it. The transcript the reply waits for
+anyway is still waited for (its words decide, step 0), and a verdict that says "wait" (run-on
+words, a doubtful voice) still keeps the turn open. The detector timeline of
+test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
 
 from __future__ import annotations
 
@@ -27,15 +29,32 @@ def test_a_model_run_late_for_the_deadline_falls_back_at_the_silence_rules_time(
     assert before.end_of_turn_ms >= 480
 
 
-def test_a_transcript_that_does_not_come_leaves_the_model_time_to_answer_by_the_deadline() -> None:
-    """Deferred: the model waits for the transcript only while a run after it could still
-    answer before 400 ms (twice a recent run: 40 ms before any was timed), so it is asked at
-    ~320 ms and its "done" ends the turn there, not at 200 + the 400 ms text wait."""
+def test_words_that_come_after_the_deadline_and_cannot_tell_ask_no_model() -> None:
+    """Deferred, the words come at ~500 ms and say nothing either way: the model is not run
+    (it could only answer after the silence rule's time) and the turn ends when they come,
+    which is when the reply could start; before, the model was asked then and the turn ended
+    after its run."""
+    model = Scripted(0.95, delay_s=0.1)
+    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), "Okay", at=25)
+    assert model.calls == 0 and stop.verdict is not None
+    assert (stop.verdict.source, stop.verdict.reason) == ("fallback", "late")
+    assert 480 <= stop.end_of_turn_ms <= 540
+    model = Scripted(0.95, delay_s=0.1)
+    before = pause_then_text(smart(model, fade_db=-14.0), "Okay", at=25)
+    assert model.calls == 1 and before.end_of_turn_ms >= 580
+
+
+def test_words_that_come_after_the_deadline_still_decide() -> None:
+    """The transcript is waited for past 400 ms (the reply waits for it anyway): run-on words
+    keep the turn open, a finished sentence ends it when it comes."""
     model = Scripted(0.95)
-    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), None, at=0)
-    assert model.calls == 1 and stop.verdict is not None
-    assert stop.verdict.complete is True and stop.verdict.source == "model"
-    assert 300 <= stop.end_of_turn_ms <= 400
+    det = smart(model, fade_db=-14.0, deadline_ms=400)
+    stop = pause_then_text(det, "My number is five five five", at=24)
+    assert model.calls == 0 and stop.verdict is not None and stop.verdict.source == "text"
+    assert stop.verdict.complete is False and stop.end_of_turn_ms == 1000
+    stop = pause_then_text(det, "Go somewhere and do something.", at=24)
+    assert stop.verdict is not None and stop.verdict.complete is True
+    assert stop.verdict.source == "text" and 480 <= stop.end_of_turn_ms <= 540
 
 
 def test_no_model_run_is_started_that_could_not_answer_in_time() -> None:
@@ -43,7 +62,7 @@ def test_no_model_run_is_started_that_could_not_answer_in_time() -> None:
     would only take CPU from the other calls) and the silence rule ends the pause."""
     model = Scripted(0.95)
     model.inference_ms = [250.0]
-    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), None, at=0)
+    stop = pause_then_text(smart(model, fade_db=-14.0, deadline_ms=400), None, 0, expect=False)
     assert model.calls == 0 and stop.verdict is not None
     assert (stop.verdict.source, stop.verdict.reason) == ("fallback", "late")
     assert stop.end_of_turn_ms == 400
@@ -57,9 +76,9 @@ def test_a_doubtful_voice_still_keeps_the_turn_open_past_the_deadline() -> None:
     assert stop.end_of_turn_ms == 1000  # the max silence: a reason to wait
 
 
-def test_run_on_words_after_the_deadline_still_keep_the_turn_open() -> None:
-    """The model's run is late (fallback at 400 ms would end the turn) but the run-on words
-    arrive at ~340 ms, before it: they decide and the turn waits for more."""
+def test_run_on_words_while_a_late_run_is_pending_still_keep_the_turn_open() -> None:
+    """The model's run is late (at 400 ms it would give way to the silence rule) but the run-on
+    words arrive at ~340 ms, before it: they decide and the turn waits for more."""
     model = Scripted(0.95, delay_s=0.5)
     det = smart(model, fade_db=-14.0, deadline_ms=400, defer_model=False)
     stop = pause_then_text(det, "My number is five five five", at=17)
@@ -99,3 +118,14 @@ def test_a_busy_process_does_not_run_the_model() -> None:
     stop = pause_then_text(det, None, at=0, expect=False)
     assert model.calls == 1 and stop.verdict is not None and stop.verdict.source == "model"
     assert 200 <= stop.end_of_turn_ms <= 260
+
+
+def test_a_busy_process_still_waits_for_the_words_on_their_way() -> None:
+    """Busy when the words are late: no model, but run-on words that come at ~460 ms still keep
+    the turn open (they cost nothing; the silence rule alone would have cut the caller off)."""
+    model = Scripted(0.95)
+    det = smart(model, fade_db=-14.0, deadline_ms=400, defer_model=False, busy=lambda: True)
+    stop = pause_then_text(det, "My number is five five five", at=23)
+    assert model.calls == 0 and stop.verdict is not None
+    assert stop.verdict.source == "text" and stop.verdict.complete is False
+    assert stop.end_of_turn_ms == 1000

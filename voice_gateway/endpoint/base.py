@@ -47,8 +47,9 @@ class Decision(ABC):
 
     def settle(self) -> Verdict | None:
         """The pause reached the policy's `deadline_ms` with `poll` still None: the verdict
-        there is now (a wait given up), or None: the silence rule decides."""
-        return None
+        there is now (a wait given up: a fallback), or None: still waiting for something that
+        costs the caller nothing (SmartDecision: the transcript the reply waits for anyway)."""
+        return Verdict(None, "fallback", reason="late")
 
     def expect_text(self, coming: bool = True) -> None:
         """A speculative transcript of this pause is being decoded, and it will be the turn's

@@ -22,6 +22,12 @@
    after the verdict, loses the veto (tests/unit/test_end_of_turn_text_wait.py). A voice that
    did not fade is not sent to the model at all (SmartTurn.decide): its "done" would not
    count.
+   The deadline (`deadline_ms`, the gateway's `VG_ENDPOINT_SILENCE_MS`): no model run is
+   waited for, or started, past the silence rule's time; the pause is then the silence rule's
+   (`fallback:late`), once the transcript on its way has come (waiting for it costs nothing:
+   the reply waits for it too; with the voice faded its words still decide). So a busy
+   gateway ends a turn no later than `vad` would, or than its transcript comes, unless a
+   verdict says wait.
 3. The transcript is a finished sentence ("Can you remind me to call my sister?"): the turn
    ends at `sentence_ms` of silence (0: not used), without the model or the fade.
 4. Otherwise: the max silence.
@@ -70,7 +76,10 @@ def sentence_done(text: bool | None, silence_ms: float, sentence_ms: int) -> boo
 class SmartDecision(Decision):
     """`future` None: the model was not asked (SmartTurn.decide), only steps 1, 3 and 4 remain;
     unless `pcm` is given: the model is asked on it when the transcript that could decide alone
-    (step 0) says nothing either way, does not come, or is late (`text_wait_ms`)."""
+    (step 0) says nothing either way, does not come, or is late (`text_wait_ms`); or `dropped`
+    says why it gave no verdict (busy | timeout | late | error): then the pause is the silence
+    rule's, once a transcript on its way has come (it is free: the reply waits for it anyway,
+    and with the voice faded its words still decide, step 0)."""
 
     def __init__(
         self,
@@ -79,9 +88,10 @@ class SmartDecision(Decision):
         features_ms: float,
         fade: bool | None,
         pcm: bytes | None = None,
+        dropped: str = "",
     ) -> None:
         self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
-        self.pcm = pcm  # the audio the model has not been asked about yet
+        self.pcm, self.dropped = pcm, dropped  # the audio the model has not been asked about
         self.started = self.asked = owner.clock()
         self.text: str | None = None
         self.signal: bool | None = None  # text_complete(text), once, when it arrives
@@ -113,30 +123,25 @@ class SmartDecision(Decision):
             return self.final
         left_ms = o.left_ms(waited_ms)  # until the silence rule's time (the deadline)
         late = self.settled or left_ms <= 0
+        text_due = o.use_text and self.expecting and self.text is None
+        text_due = text_due and waited_ms < o.text_wait_ms
         if self.pcm is not None:
-            run_ms = o.model.recent_ms()
-            if self.expecting and self.text is None and waited_ms < o.text_wait_ms:
-                if left_ms > 2 * run_ms:
-                    return None  # time yet for the words, and for a run after them
-            if late or left_ms < run_ms:
-                # the silence rule's time comes before a run could answer: not worth one
-                self.pcm = None
-                self.final = Verdict(None, "fallback", reason="late")
-                return self.final
-            self.future, self.pcm = o.submit(self.pcm), None
-            self.asked = o.clock()
-            if self.future is None:
-                self.final = Verdict(None, "fallback", reason="busy")
-                return self.final
+            self._ask(text_due, left_ms, late)
+            if self.pcm is not None:
+                return None  # the words are on their way
+        if self.future is not None and not self.future.done():
+            over = (o.clock() - self.asked) * 1000 >= o.budget_ms
+            if not (over or late):
+                return None
+            self.future.cancel()
+            self.future, self.dropped = None, "timeout" if over else "late"
+        if self.dropped:
+            if text_due:
+                return None  # the model gave nothing; the words may (step 0)
+            self.final = Verdict(None, "fallback", reason=self.dropped)
+            return self.final
         p: float | None = None
         if self.future is not None:
-            if not self.future.done():
-                over = (o.clock() - self.asked) * 1000 >= o.budget_ms
-                if not (over or late):
-                    return None
-                self.future.cancel()
-                self.final = Verdict(None, "fallback", reason="timeout" if over else "late")
-                return self.final
             try:
                 p = self.future.result()
             except Exception as exc:
@@ -147,9 +152,7 @@ class SmartDecision(Decision):
                 self.final = Verdict(None, "fallback", reason="error")
                 return self.final
         signal = self.signal  # (poll runs every frame of the pause)
-        waiting = o.use_text and self.expecting and self.text is None
-        waiting = waiting and waited_ms < o.text_wait_ms and not late
-        if p is not None and p >= o.threshold and self.fade is not False and waiting:
+        if p is not None and p >= o.threshold and self.fade is not False and text_due:
             return None  # a confident voice; give the transcript (not there yet) time to veto
         complete, source = combine(p, signal, o.threshold, self.fade)
         if not complete and sentence_done(signal, o.min_silence_ms + waited_ms, o.sentence_ms):
@@ -163,6 +166,23 @@ class SmartDecision(Decision):
         if complete:
             self.final = verdict
         return verdict
+
+    def _ask(self, text_due: bool, left_ms: float, late: bool) -> None:
+        """The deferred model, once the words came and cannot tell (or none are coming): run
+        it if a run can answer before the deadline and the process is not busy. While the words
+        are on their way nothing is run; if they have not come by the deadline, no model
+        will (they cost nothing: the reply waits for them too, and they may still decide)."""
+        if text_due and not late:
+            return
+        pcm, self.pcm = self.pcm, None
+        if pcm is None:
+            return
+        if late or left_ms < self.owner.model.recent_ms():
+            self.dropped = "late"  # the silence rule's time comes before a run could answer
+            return
+        self.future, self.asked = self.owner.submit(pcm), self.owner.clock()
+        if self.future is None:
+            self.dropped = "busy"
 
     def _answered(self) -> float | None:
         """The model's probability if it has answered; a run not done is cancelled."""

@@ -168,9 +168,10 @@ class SmartTurn(EndOfTurn):
     voice faded, a transcript already there that says either way decides without the model
     (decision.py step 0); `defer_model`: and one still being decoded is waited for, up to
     `text_wait_ms`, before the model is asked; `deadline_ms`: the pause length (the silence
-    rule's, `VG_ENDPOINT_SILENCE_MS`, in the gateway) by which a pause with no verdict falls
-    back to the silence rule (`fallback:late`), so a busy gateway never keeps a caller waiting
-    longer than `vad` would without a reason to (None: only `budget_ms` and `text_wait_ms`);
+    rule's, `VG_ENDPOINT_SILENCE_MS`, in the gateway) past which no model run is waited for or
+    started (`fallback:late`, decision.py), so a busy gateway never keeps a caller waiting
+    longer than `vad` would, or than the transcript the reply needs, without a reason to
+    (None: only `budget_ms` and `text_wait_ms`);
     `busy`: True when the process's cores are all taken (the gateway: a whisper decode waits
     for a worker): the model is then not run and the pause falls back to the silence rule
     (`fallback:busy`), so its CPU does not slow the transcripts every turn waits for."""
@@ -254,9 +255,10 @@ class SmartTurn(EndOfTurn):
             log.warning("end-of-turn features failed: %s", exc)
             self.broken = True
             return Ready(Verdict(None, "fallback", reason="error"))
-        if future is None:
-            return Ready(Verdict(None, "fallback", reason="busy"))
-        return SmartDecision(self, future, (time.perf_counter() - started) * 1000, fade)
+        features_ms = (time.perf_counter() - started) * 1000
+        if future is None:  # the words on their way may still decide (decision.py)
+            return SmartDecision(self, None, features_ms, fade, dropped="busy")
+        return SmartDecision(self, future, features_ms, fade)
 
 
 def load_model(workers: int, queue_ms: float = 0.0, windows: bool = True) -> SmartTurnModel | None:

@@ -195,7 +195,7 @@ class TurnDetector:
         verdict = self._decision.poll()
         if verdict is None and eot.deadline_ms and silent >= eot.deadline_ms:
             # the policy's deadline (SmartTurn: the silence rule's time), counted in frames
-            verdict = self._decision.settle() or Verdict(None, "fallback", reason="late")
+            verdict = self._decision.settle()
         if verdict is None:  # still thinking: its own budget (VG_TURN_BUDGET_MS) ends that
             if silent < max(self.silence_ms, eot.max_silence_ms):
                 return False
