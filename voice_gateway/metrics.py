@@ -60,7 +60,7 @@ class Metrics:
             ["reason"],
             registry=r,
         )  # reason: busy (pool full, or whisper's decodes queue) | timeout (over VG_TURN_BUDGET_MS)
-        # | late (no verdict by VG_ENDPOINT_SILENCE_MS) | error
+        # | late (the model not answered by VG_ENDPOINT_SILENCE_MS of silence) | error
         self.speech_ignored = Counter(
             "vg_speech_ignored_total",
             "Speech during a reply that did not cancel it",

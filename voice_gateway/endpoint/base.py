@@ -68,13 +68,14 @@ class Ready(Decision):
 
 class EndOfTurn(ABC):
     """A turn-end policy. `min_silence_ms`: the pause after which `decide` is called;
-    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open; `deadline_ms`: how
-    long the detector waits for a verdict at all (None: up to `max_silence_ms`)."""
+    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open; `deadline_ms`: the
+    pause at which a decision still thinking is asked to `settle` (None: never; it is waited
+    for up to `max_silence_ms`)."""
 
     name = "silence"
     min_silence_ms = 400
     max_silence_ms = 400
-    deadline_ms: float | None = None  # a pause still undecided at this much silence falls back
+    deadline_ms: float | None = None  # a pause still undecided at this much silence settles
 
     def start(self, preroll: list[bytes]) -> None:
         """A new utterance begins with these frames (the pre-roll and the first voiced one)."""
