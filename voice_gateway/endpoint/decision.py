@@ -77,7 +77,7 @@ class SmartDecision(Decision):
     """`future` None: the model was not asked (SmartTurn.decide), only steps 1, 3 and 4 remain;
     unless `pcm` is given: the model is asked on it when the transcript that could decide alone
     (step 0) says nothing either way, does not come, or is late (`text_wait_ms`); or `dropped`
-    says why it gave no verdict (busy | timeout | late | error): then the pause is the silence
+    says why it gave no verdict (busy | timeout | late): then the pause is the silence
     rule's, once a transcript on its way has come (it is free: the reply waits for it anyway,
     and with the voice faded its words still decide, step 0)."""
 
