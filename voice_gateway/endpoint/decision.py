@@ -126,7 +126,7 @@ class SmartDecision(Decision):
         text_due = o.use_text and self.expecting and self.text is None
         text_due = text_due and waited_ms < o.text_wait_ms
         if self.pcm is not None:
-            self._ask(text_due, left_ms, late)
+            self._ask(self.pcm, text_due, left_ms, late)
             if self.pcm is not None:
                 return None  # the words are on their way
         if self.future is not None and not self.future.done():
@@ -167,16 +167,14 @@ class SmartDecision(Decision):
             self.final = verdict
         return verdict
 
-    def _ask(self, text_due: bool, left_ms: float, late: bool) -> None:
+    def _ask(self, pcm: bytes, text_due: bool, left_ms: float, late: bool) -> None:
         """The deferred model, once the words came and cannot tell (or none are coming): run
         it if a run can answer before the deadline and the process is not busy. While the words
         are on their way nothing is run; if they have not come by the deadline, no model
         will (they cost nothing: the reply waits for them too, and they may still decide)."""
         if text_due and not late:
             return
-        pcm, self.pcm = self.pcm, None
-        if pcm is None:
-            return
+        self.pcm = None
         if late or left_ms < self.owner.model.recent_ms():
             self.dropped = "late"  # the silence rule's time comes before a run could answer
             return
