@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import websockets
 
 from memory.db import Database
 from memory.usage import UsageStore
@@ -99,6 +100,24 @@ async def refused(url: str, key: str | None = None) -> tuple[int | None, str]:
         await c.close()
 
 
+async def try_call(url: str, key: str | None = None) -> int | None:
+    """Start a call: None when it started, else the code the gateway refused it with.
+
+    A refusal closes the socket at once, so it may reach the client before or while the
+    client sends session.start (ConnectionClosed) or while it waits for session.started.
+    """
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    c = await VoiceClient(url, headers=headers).connect()
+    try:
+        try:
+            await c.start()
+            return None
+        except (AssertionError, websockets.ConnectionClosed):
+            return await c.wait_closed(timeout=15)
+    finally:
+        await c.close()
+
+
 def metric(url: str, name: str, **labels: str) -> float:
     text = httpx.get(f"{url}/metrics").text
     want = ",".join(f'{k}="{v}"' for k, v in labels.items())
@@ -175,17 +194,11 @@ async def _calls_over_the_limit(srv: ServerThread, key: str) -> None:
     assert first.close_code is None
     await first.close()
     for _ in range(50):  # the slot is freed as the first call's handler returns
-        c = await VoiceClient(
-            voice_url(srv, agent_id), {"Authorization": f"Bearer {key}"}
-        ).connect()
-        try:
-            await c.start()
+        code = await try_call(voice_url(srv, agent_id), key)
+        if code is None:
             break
-        except AssertionError:
-            assert c.close_code == 4429
-            await asyncio.sleep(0.1)
-        finally:
-            await c.close()
+        assert code == 4429
+        await asyncio.sleep(0.1)
     else:
         raise AssertionError("the slot of the finished call was never freed")
 
@@ -296,14 +309,11 @@ async def _slots_shared(a: ServerThread, b: ServerThread, lease_s: float) -> Non
     assert code == 4429
     await first.close()
     for _ in range(50):
-        c = await VoiceClient(voice_url(b, agent_id)).connect()
-        try:
-            await c.start()
+        code = await try_call(voice_url(b, agent_id))
+        if code is None:
             return
-        except AssertionError:
-            await asyncio.sleep(0.1)
-        finally:
-            await c.close()
+        assert code == 4429
+        await asyncio.sleep(0.1)
     raise AssertionError("gateway b never got the slot that a released")
 
 
@@ -330,14 +340,10 @@ async def _slot_freed_after_kill(dead: GatewayProcess, live: ServerThread, lease
     assert code == 4429  # the dead gateway's lease still holds the slot ...
     while time.monotonic() - killed_at < lease_s + 10:
         await asyncio.sleep(0.25)
-        c = await VoiceClient(voice_url(live, agent_id)).connect()
-        try:
-            await c.start()
+        code = await try_call(voice_url(live, agent_id))
+        if code is None:
             return time.monotonic() - killed_at  # ... until it runs out
-        except AssertionError:
-            assert c.close_code == 4429
-        finally:
-            await c.close()
+        assert code == 4429
     raise AssertionError("the killed gateway's call slot was never freed")
 
 
