@@ -32,13 +32,15 @@ on (the silence rule at `vad`'s 400 ms, or at `smart`'s 200 ms minimum pause). L
 at its first failing level. Result: the largest level each policy holds, and smart / vad
 (issue 16's target: >= 0.75).
 
-The reply rule measures each policy against its own idle endpoint delay, so `smart`, whose
-idle turn ends ~140 ms sooner, has less room under load than `vad`. What a caller hears is the
-absolute time, so the JSON also judges both policies by one budget (`same_budget`): reply
+The target is judged by one budget for both policies (`same_budget`, since stop 39): reply
 latency p99 (last frame with sound -> first reply audio, not minus anything) under `vad`'s idle
-endpoint delay + 100 ms, the other conditions as above. For `vad` it is the reply rule itself;
-a `smart` sweep goes on past the reply rule while this one holds. Reported next to the target,
-which is still judged by the reply rule.
+endpoint delay + 100 ms, the other conditions as above. For `vad` it is the reply rule itself.
+The reply rule measures each policy against its own idle endpoint delay: `smart`, whose idle
+turn ends 150-200 ms sooner, then fails as soon as its replies come as late as `vad`'s idle ones
+(a queued decode, or a turn the model did not decide and the silence rule ended), however it
+compares with `vad` at the same load; it is what the caller hears that the target is about.
+Both are reported (`smart_vs_vad.reply_rule`); a `smart` sweep goes on past the reply rule
+while the budget holds.
 """
 
 from __future__ import annotations
@@ -208,9 +210,14 @@ def main() -> None:
             },
             "max_calls_passing": held,
             "smart_vs_vad": {
-                "ratio": ratio(held["smart"], held["vad"]),
+                "judged_by": "same_budget",
+                "ratio": ratio(held_same["smart"], held_same["vad"]),
                 "target": f"smart's largest level >= {TARGET} x vad's (issue 16)",
-                "met": held["smart"] >= TARGET * held["vad"] > 0,
+                "met": held_same["smart"] >= TARGET * held_same["vad"] > 0,
+                "reply_rule": {
+                    "ratio": ratio(held["smart"], held["vad"]),
+                    "met": held["smart"] >= TARGET * held["vad"] > 0,
+                },
             },
             "same_budget": {
                 "rule": "reply latency p99 (last speech frame sent -> first reply audio) < "

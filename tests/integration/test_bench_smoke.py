@@ -54,6 +54,11 @@ def test_turn_capacity_measures_both_policies(tmp_path: Path) -> None:
     assert cpu["vad"]["ms"]["turn_detection"] == 0
     vad_idle = out["calibration"]["vad"]["endpoint_delay_ms"]
     assert out["same_budget"]["budget_ms"] == round(vad_idle + 100, 1)
+    # the target is judged by that one budget; the reply rule's verdict is reported beside it
+    verdict, held = out["smart_vs_vad"], out["same_budget"]["max_calls_passing"]
+    assert verdict["judged_by"] == "same_budget"
+    assert verdict["met"] == (held["smart"] >= 0.75 * held["vad"] > 0)
+    assert set(verdict["reply_rule"]) == {"ratio", "met"}
     rows = {r["policy"]: r for r in out["table"]}
     assert set(rows) == {"vad", "smart"}
     for r in rows.values():
