@@ -20,7 +20,8 @@ The gateway runs in its own process; one caller streams espeak-ng sentences in r
 13 clips of bench/turn_taking.py, each twice), with the 0 ms model only: espeak-ng sentences
 end at full level and Smart Turn calls them unfinished (docs/benchmarks.md, `turn_taking`), so
 `smart` is measured on the speech it was trained for; the caller's last sound is the clip's
-last frame within 25 dB of its loudest.
+last frame within 25 dB of its loudest, and between turns the caller sends the clip's own room
+tone (until stop 40, digital silence: see `utterances`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from _common import emit, parser, summary
 from _voice import last_sound_frame, load, speech_clip, start_gateway, timed_client
 
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.real_speech import MISSING, clips, speech_span
+from tests.support.real_speech import MISSING, background, clips, speech_span
 from tests.support.servers import ServerThread
 from tests.support.speech import silence
 
@@ -59,13 +60,28 @@ PARTS = ("endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voi
 
 
 def utterances(real: bool) -> list[tuple[np.ndarray, int]]:
-    """(speech, index of its last frame with sound) for each sentence the caller says."""
+    """(what the caller sends for one turn, index of its last 20 ms frame with sound) for each
+    sentence: 300 ms before the speech, 1.8 s after it (smart may wait 1.6 s). Around a
+    recording that is its own room tone (tests/support/real_speech.py `background`), as a
+    microphone would send: with digital silence between turns webrtcvad's noise estimate
+    sinks, and it then heard the recordings' room tone as speech for up to 780 ms after the
+    last word (the card-game clips 220-400 ms, "something" 780; in room tone 20-180 ms)."""
     if not real:
-        return [(s := speech_clip(t), last_sound_frame(s)) for t in SENTENCES]
+        said = [speech_clip(t) for t in SENTENCES]
+        return [
+            (np.concatenate([silence(300), s, silence(1800)]), 15 + last_sound_frame(s))
+            for s in said
+        ]
     found = clips()
     if not found:
         raise SystemExit(MISSING)
-    return [(c.pcm, speech_span(c.pcm)[1] - 1) for c in found]
+    return [
+        (
+            np.concatenate([background(c.pcm, 300), c.pcm, background(c.pcm, 1800)]),
+            15 + speech_span(c.pcm)[1] - 1,
+        )
+        for c in found
+    ]
 
 
 async def run(url: str, turns: int, warmup: int, said: list[tuple[np.ndarray, int]]) -> Any:
@@ -74,10 +90,9 @@ async def run(url: str, turns: int, warmup: int, said: list[tuple[np.ndarray, in
     parts: dict[str, list[float]] = {p: [] for p in PARTS}
     client: list[float] = []
     for i in range(warmup + turns):
-        speech, last_sound = said[i % len(said)]
-        clip = np.concatenate([silence(300), speech, silence(1800)])  # smart may wait 1.6 s
+        clip, last_sound = said[i % len(said)]
         base = len(c.sent_at)
-        last = base + 15 + last_sound  # (the 300 ms of silence first: 15 frames)
+        last = base + last_sound
         done = len(c.of_type("response.done"))
         await c.stream(clip, 16000)
         await c.wait_for("response.done", timeout=60, count=done + 1)

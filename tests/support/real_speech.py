@@ -87,9 +87,16 @@ def word_gaps(pcm: np.ndarray, n: int = 2) -> list[int]:
     return sorted(picked)
 
 
-def with_pause(pcm: np.ndarray, at_frame: int, pause_ms: int) -> np.ndarray:
-    """`pcm` with `pause_ms` of its own quietest background inserted at a frame boundary."""
+def background(pcm: np.ndarray, ms: int) -> np.ndarray:
+    """`ms` of the recording's own quietest 20 ms frame, repeated: its room tone, for pauses
+    and for the time between turns (a microphone never sends digital silence; after it,
+    webrtcvad hears a recording's room tone as speech for up to 0.8 s, bench/voice_latency.py)."""
     db = frame_dbfs(pcm)
     quiet = pcm[int(np.argmin(db)) * 320 :][:320]
-    filler = np.tile(quiet, pause_ms // 20)
+    return np.tile(quiet, ms // 20)
+
+
+def with_pause(pcm: np.ndarray, at_frame: int, pause_ms: int) -> np.ndarray:
+    """`pcm` with `pause_ms` of its own quietest background inserted at a frame boundary."""
+    filler = background(pcm, pause_ms)
     return np.concatenate([pcm[: at_frame * 320], filler, pcm[at_frame * 320 :]])

@@ -281,6 +281,9 @@ def test_run_on_words_wait_without_asking_the_model() -> None:
     ("text", "at", "text_first"),
     [
         ("10 of clubs", 4, True),  # the words cannot tell: the model decides
+        # tiny.en's finished command in lower case, no full stop: until stop 40 read as running
+        # on, and the turn waited the max whatever the model said
+        ("go forward 10 meters", 4, True),
         ("Go somewhere and do something.", 12, True),  # decoded after the decision: too late
         ("Go somewhere and do something.", 4, False),  # step 0 switched off
     ],
