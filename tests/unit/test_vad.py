@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import frames, noise_burst, silence, speak
 from tests.unit.test_turn import last_sound_ms
 from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
@@ -74,3 +75,22 @@ def test_turn_detector_on_silero() -> None:
     assert isinstance(stopped, SpeechStopped)
     end_ms = 300 + last_sound_ms(speak(SENTENCE))
     assert end_ms - 100 <= stopped.at_ms <= end_ms + 200
+
+
+@pytest.mark.skipif(not clips(), reason=MISSING)
+def test_webrtc_after_digital_silence_hears_room_tone_as_silence() -> None:
+    """One detector for a whole call whose client sends digital silence between turns (the 13
+    pocketsphinx recordings in turn, 300 ms of zeros before each and 1.8 s after): the end of
+    each recording's speech is found as a fresh detector finds it. Without the reset after
+    zeros, webrtcvad's sunken noise estimate heard the room tone after the words as speech
+    for 220-780 ms (the card-game clips, "something")."""
+    found = clips()
+    shared = create_vad("webrtc", 3)
+    for clip in [found[-1], *found]:
+        pcm = np.concatenate([silence(300), clip.pcm, silence(1800)])
+        fresh = create_vad("webrtc", 3)
+        heard = [(shared.is_speech(f), fresh.is_speech(f)) for f in frames(pcm, 16000, 20)]
+        ends = [max(i for i, v in enumerate(col) if v) for col in zip(*heard, strict=True)]
+        assert ends[0] == ends[1], (clip.name, ends)
+        _, last = speech_span(clip.pcm)
+        assert (ends[0] - 15 - last) * 20 <= 200, (clip.name, ends)

@@ -1,4 +1,12 @@
-"""webrtcvad (the webrtcvad-wheels package): ~2.5 µs per frame; mode 3 is the strictest."""
+"""webrtcvad (the webrtcvad-wheels package): ~2.5 µs per frame; mode 3 is the strictest.
+
+After digital silence (all-zero frames: a muted microphone, a DTX phone leg, a client that
+sends zeros between turns) webrtcvad's noise estimate sinks, and the caller's room tone that
+comes back with the next words then reads as speech: in one call of the 13 pocketsphinx
+recordings with digital silence between them, the end of speech came 220-780 ms after the
+last word for five of them, against -60 to 120 ms on a fresh detector (docs/benchmarks.md,
+voice_latency, "Stop 40"). So when sound resumes after `RESET_AFTER_ZEROS` all-zero frames in
+a row, the detector starts afresh; the zero frames themselves are judged as before."""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ import webrtcvad
 from voice_gateway.vad.base import VAD
 
 _VALID = {320, 640, 960}  # 10/20/30 ms at 16 kHz, bytes
+RESET_AFTER_ZEROS = 10  # 200 ms of 20 ms frames
 
 
 class WebRtcVAD(VAD):
@@ -15,9 +24,20 @@ class WebRtcVAD(VAD):
     def __init__(self, mode: int = 3) -> None:
         if mode not in (0, 1, 2, 3):
             raise ValueError("webrtc VAD mode must be 0-3")
+        self.mode = mode
         self._vad = webrtcvad.Vad(mode)
+        self._zeros = 0  # all-zero frames in a row
 
     def is_speech(self, frame: bytes) -> bool:
         if len(frame) not in _VALID:
             raise ValueError(f"webrtc VAD needs 10/20/30 ms frames, got {len(frame)} bytes")
+        if frame.count(0) == len(frame):
+            self._zeros += 1
+        else:
+            if self._zeros >= RESET_AFTER_ZEROS:
+                self.reset()
+            self._zeros = 0
         return bool(self._vad.is_speech(frame, self.sample_rate))
+
+    def reset(self) -> None:
+        self._vad = webrtcvad.Vad(self.mode)
