@@ -5,7 +5,7 @@ sends zeros between turns) webrtcvad's noise estimate sinks, and the caller's ro
 comes back with the next words then reads as speech: in one call of the 13 pocketsphinx
 recordings with digital silence between them, the end of speech came 220-780 ms after the
 last word for five of them, against -60 to 120 ms on a fresh detector (docs/benchmarks.md,
-voice_latency, "Stop 40"). So when sound resumes after `RESET_AFTER_ZEROS` all-zero frames in
+voice_latency, "Stop 40"). So when sound resumes after `RESET_AFTER_ZEROS_MS` of all-zero frames in
 a row, the detector starts afresh; the zero frames themselves are judged as before."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import webrtcvad
 from voice_gateway.vad.base import VAD
 
 _VALID = {320, 640, 960}  # 10/20/30 ms at 16 kHz, bytes
-RESET_AFTER_ZEROS = 10  # 200 ms of 20 ms frames
+RESET_AFTER_ZEROS_MS = 200
 
 
 class WebRtcVAD(VAD):
@@ -26,18 +26,18 @@ class WebRtcVAD(VAD):
             raise ValueError("webrtc VAD mode must be 0-3")
         self.mode = mode
         self._vad = webrtcvad.Vad(mode)
-        self._zeros = 0  # all-zero frames in a row
+        self._zero_ms = 0  # all-zero audio in a row (any frame size)
 
     def is_speech(self, frame: bytes) -> bool:
         if len(frame) not in _VALID:
             raise ValueError(f"webrtc VAD needs 10/20/30 ms frames, got {len(frame)} bytes")
         if frame.count(0) == len(frame):
-            self._zeros += 1
-        else:
-            if self._zeros >= RESET_AFTER_ZEROS:
+            self._zero_ms += len(frame) // 32
+        elif self._zero_ms:
+            if self._zero_ms >= RESET_AFTER_ZEROS_MS:
                 self.reset()
-            self._zeros = 0
+            self._zero_ms = 0
         return bool(self._vad.is_speech(frame, self.sample_rate))
 
     def reset(self) -> None:
-        self._vad = webrtcvad.Vad(self.mode)
+        self._vad, self._zero_ms = webrtcvad.Vad(self.mode), 0
