@@ -44,12 +44,22 @@ def _speech(text: str) -> tuple[np.ndarray, int]:
     return pcm, speech_span(pcm)[1] - 1
 
 
+def _filler(text: str, speech: np.ndarray, n: int) -> np.ndarray:
+    if not text.startswith("real:"):
+        return np.zeros(n, dtype=np.int16)
+    from tests.support.real_speech import background
+
+    return np.resize(background(speech, 20), n)
+
+
 def cycle_pattern(
     cycle_s: float = CYCLE_S, text: str = LONG_SPEECH, endpoint_ms: int = ENDPOINT_MS
 ) -> Pattern:
     """The caller's cycle: `text` spoken by espeak-ng, or `real:<clip>` one of the recordings
     of tests/support/real_speech.py (its last sound: the last frame within 25 dB of its
-    loudest), then silence to fill `cycle_s`."""
+    loudest), then silence to fill `cycle_s`: digital silence after espeak-ng, the recording's
+    own room tone after a recording (a microphone never sends zeros, and after them webrtcvad
+    hears a recording's room tone as speech: bench/voice_latency.py)."""
     from tests.support.speech import frames
     from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
     from voice_gateway.settings import Settings
@@ -61,7 +71,7 @@ def cycle_pattern(
         raise SystemExit(
             f"the speech ({len(speech) / 16000:.1f} s) does not fit a {cycle_s} s cycle"
         )
-    pattern = frames(np.concatenate([speech, np.zeros(pad, dtype=np.int16)]), 16000)
+    pattern = frames(np.concatenate([speech, _filler(text, speech, pad)]), 16000)
     defaults = Settings.model_fields
     detector = TurnDetector(
         create_vad("webrtc", defaults["vad_mode"].default),

@@ -10,8 +10,9 @@ agent loop and SQLite, instant LLM and TTS (so STT and turn detection are what d
 come from a load-generator process (bench/_wsload.py), each streaming an espeak-ng sentence
 once per --cycle as 20 ms frames in real time, each at its own phase. `--speech real:<clip>`
 streams one of the recordings of tests/support/real_speech.py instead (e.g. `real:001`, "ten
-of clubs", which `smart` ends on the model's word): espeak-ng ends its sentences at full level,
-and `smart`'s fade rule then waits the full 1.6 s on every turn.
+of clubs", which `smart` ends on the model's word), with its own room tone between turns
+instead of digital silence: espeak-ng ends its sentences at full level, and `smart`'s fade rule
+then waits the full 1.6 s on every turn.
 
 CPU split (bench/_cpu_split.py, inside the gateway's process, over each level's streaming
 window): STT = whisper's threads (the decode pool and CTranslate2's workers: every decode,

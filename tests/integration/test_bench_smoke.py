@@ -99,3 +99,21 @@ def test_voice_concurrency_with_sleeptime_workers_and_overload(tmp_path: Path) -
     assert (over["offered"], over["calls"], over["refused_1013"]) == (4, 2, 2), over
     assert over["half_served"] == 0, over
     assert list(tmp_path.glob("voice_concurrency.*.sleeptime-0.log"))
+
+
+def test_recorded_calls_send_room_tone_between_turns() -> None:
+    """A recording's call fills its cycle with the recording's own room tone, as a microphone
+    would, never with digital silence (after which webrtcvad heard room tone as speech until
+    stop 40); espeak-ng's, which has no room tone, with zeros. The turn still ends after the
+    words, within the cycle."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from _concurrency_load import cycle_pattern
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    real = cycle_pattern(3.0, "real:001", 400)
+    after = real.frames[real.last + 1 :]
+    assert after and not any(f == bytes(len(f)) for f in after)
+    assert real.last < real.endpoint < len(real.frames)
+    said = cycle_pattern(3.0, "Hello there.", 400)
+    assert all(f == bytes(len(f)) for f in said.frames[said.endpoint + 1 :])
