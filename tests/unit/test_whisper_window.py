@@ -165,6 +165,35 @@ async def test_a_speculative_decode_keeps_a_looped_text_and_the_final_one_does_n
     await stt.aclose()
 
 
+async def test_a_pause_decode_that_loops_is_redone_in_the_pause(
+    encoder_inputs: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause that may end the turn (no reply playing: `retry_looped`) tries a looped text
+    once more from the 15 s window while the caller is still silent, so the end of the turn
+    finds its transcript ready instead of decoding it again after it."""
+    checked: list[str] = []
+
+    def looped_once(text: str) -> bool:
+        checked.append(text)
+        return len(checked) == 1
+
+    monkeypatch.setattr(whisper, "looks_looped", looped_once)
+    stt = WhisperSTT()
+    stream = stt.open_stream()
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    for i in range(0, len(pcm), 640):
+        await stream.feed(pcm[i : i + 640])
+    spec = stream.speculate(retry_looped=True)
+    assert spec is not None and "library" in (await spec).lower()
+    assert encoder_inputs == [1000, 1500]  # looped at 10 s, redone at 15 s in the pause
+    assert "library" in (await stream.finish(speculated=True)).lower()
+    assert encoder_inputs == [1000, 1500] and stream.speculation_used == 1  # nothing after
+    await stream.feed(pcm)  # the rest of the call starts from the 15 s window
+    assert "library" in (await stream.speculate(retry_looped=True)).lower()  # type: ignore[union-attr]
+    assert encoder_inputs[2:] == [1500]
+    await stt.aclose()
+
+
 @pytest.mark.skipif(not clips(), reason=MISSING)
 def test_a_finished_recording_is_never_heard_as_running_on() -> None:
     """The speculative decode of a real finished command ("ten of clubs"), started after 0 to

@@ -321,7 +321,8 @@ class VoiceSession:
             self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
         elif isinstance(ev, PauseStarted):
             d = self.detector  # pad to the silence the turn would end on at the earliest
-            spec = self.stt.speculate(min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms)
+            pad = min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms
+            spec = self.stt.speculate(pad, retry_looped=not self._reply_playing())
             if spec is not None:
                 d.follow(ev.pause, spec, final=self.stt.speculation_final)
         elif isinstance(ev, SpeechStopped):

@@ -79,11 +79,15 @@ class STTStream(ABC):
         self.speculated = False  # set by finish(): the last speculation covers the utterance
         self.speculation_used = 0  # utterances whose speculative transcript was the final one
 
-    def speculate(self, pad_ms: int = 300) -> asyncio.Future[str] | None:
+    def speculate(
+        self, pad_ms: int = 300, *, retry_looped: bool = False
+    ) -> asyncio.Future[str] | None:
         """The caller paused: start decoding the utterance so far, followed by `pad_ms` of
         silence (what the final decode will have), and return its text's future (never
         raising; "" on failure). None: this vendor cannot (a streaming vendor gets there by
-        itself). Vendor hook."""
+        itself). `retry_looped`: a text that looks looped may be decoded again (the pause that
+        may end the turn, whose transcript the reply waits for; not a barge-in check, which
+        must answer quickly). Vendor hook."""
         return None
 
     @property
