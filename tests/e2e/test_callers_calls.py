@@ -302,7 +302,14 @@ async def test_two_phone_callers_on_one_agent(cs: Callers) -> None:
             cs.memory.messages.search(agent, None, limit=50, roles=("user",), identity_id=ident.id),
         )
         heard[number] = " ".join(m.content or "" for m in msgs if m.role == "user")
-        assert wer(PHONE_SAID[number], heard[number]) <= 0.35, heard[number]
+        # each caller's own words, by name, nearer their sentence than the other caller's;
+        # tiny.en's narrowband words around the name vary with the processor's int8
+        # arithmetic ("old postage stamps" came out as "all of both Digitames", WER 0.36, on
+        # a Xeon with AVX-512 VNNI, and within 0.35 on the EPYCs before)
+        other = next(s for n, s in PHONE_SAID.items() if n != number)
+        own = wer(PHONE_SAID[number], heard[number])
+        assert own <= 0.5 and own < wer(other, heard[number]), heard[number]
+        assert stated_name(heard[number]) == stated_name(PHONE_SAID[number]), heard[number]
     said = distinct(heard)
     assert sorted(owner(b, said) for b in cs.llm.requests) == sorted(calls)
     for call in calls.values():
