@@ -63,6 +63,9 @@ def start_server(db: Path, llm_url: str) -> tuple[subprocess.Popen[bytes], str]:
         "VG_SLEEPTIME_MODEL": "scripted/demo",
         "VG_LOG_LEVEL": "WARNING",
         "HF_HUB_OFFLINE": "1",
+        # the codec path against the browser's, one policy for both: espeak-ng's voice never
+        # fades, so `smart` (the phone's default) would hold every phone turn 1.6 s
+        "VG_TURN_DETECTION": "vad",
     }
     proc = subprocess.Popen([sys.executable, "-m", "voice_gateway.cli", "serve"], env=env, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"

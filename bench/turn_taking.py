@@ -21,6 +21,9 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   stop 37);
   ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
   silence (VG_TURN_SENTENCE_MS).
+`--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
+(bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
+decoded as a narrowband call's is (the 30 s window, not waited for by the model's "done").
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
 (in sample and leave-one-clip-out, with espeak-ng speech), printed as JSON
 (bench/results/turn_taking_cv.json).
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 import time
 from concurrent.futures import Future
 from typing import Any, ClassVar
@@ -41,6 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from _common import emit, parser, summary
 from voice_latency import SENTENCES
+from voice_stt import phone
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
@@ -120,8 +125,9 @@ class TextOnly(EndOfTurn):
 class Transcripts:
     """Whisper decodes of utterance prefixes, cached, with their measured decode time."""
 
-    def __init__(self) -> None:
+    def __init__(self, narrowband: bool = False) -> None:
         self.stt = WhisperSTT(threads=2)
+        self.narrowband = narrowband  # decoded as a phone call's pauses are: the 30 s window
         self.cache: dict[bytes, tuple[str, float]] = {}
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.stt.warmup())
@@ -129,7 +135,7 @@ class Transcripts:
     def get(self, pcm: bytes) -> tuple[str, float]:
         if pcm not in self.cache:
             start = time.perf_counter()
-            text = self.loop.run_until_complete(self.stt.decode(pcm))
+            text = self.loop.run_until_complete(self.stt.decode(pcm, full_window=self.narrowband))
             self.cache[pcm] = (text, (time.perf_counter() - start) * 1000)
         return self.cache[pcm]
 
@@ -152,7 +158,8 @@ def run_sample(
                 ends.append(i)
                 utterance_start = i + 1
             elif isinstance(ev, PauseStarted) and texts is not None:
-                det.expect_text(ev.pause)  # as the gateway does for local whisper at 16 kHz
+                if not texts.narrowband:  # as the gateway does for local whisper at 16 kHz
+                    det.expect_text(ev.pause)
                 prefix = audio[max(0, utterance_start - 15) * 640 : (i + 1) * 640]
                 text, ms = texts.get(prefix + bytes((200 - 60) * 32))
                 due.append((i + 1 + int(np.ceil(ms / 20)), ev.pause, text))
@@ -283,6 +290,9 @@ def main() -> None:
     )
     p.add_argument("--rescore", action="store_true", help="with --cv: record the scores again")
     p.add_argument(
+        "--phone", action="store_true", help="the samples through a phone line (8 kHz mu-law)"
+    )
+    p.add_argument(
         "--full-window",
         action="store_true",
         help="Smart Turn on its 8 s window (VG_TURN_WINDOW=false), not cut to the utterance",
@@ -293,6 +303,8 @@ def main() -> None:
     if not corpus:
         emit("turn_taking", {"skipped": MISSING})
         return
+    if args.cv and args.phone:
+        p.error("--phone draws the curve; --cv records wideband scores only")
     if args.cv:
         from _common import RESULTS
         from _turn_cv import cross_validate
@@ -312,8 +324,12 @@ def main() -> None:
     pauses = (500, 1200) if args.quick else PAUSES_MS
     path = find_model()
     model = None if path is None else InlineModel(path, workers=1, windows=not args.full_window)
-    texts = Transcripts()
+    texts = Transcripts(narrowband=args.phone)
     clock = [0.0]
+
+    def line(pcm: np.ndarray) -> np.ndarray:  # what the gateway hears
+        return np.frombuffer(phone(pcm), dtype="<i2") if args.phone else pcm
+
     results: dict[str, Any] = {"clips": len(corpus), "model": str(path) if path else None}
     for name, (make, needs_text) in policies(model, clock).items():
         if only and not name.startswith(only):
@@ -324,7 +340,7 @@ def main() -> None:
         cut: dict[int, list[bool]] = {p: [] for p in pauses}
         for clip in corpus:
             _, last = speech_span(clip.pcm)
-            ends = run_sample(clip.pcm, make(), heard, clock)
+            ends = run_sample(line(clip.pcm), make(), heard, clock)
             if ends and ends[0] < last - 1:
                 early_finished += 1
             if ends:
@@ -333,7 +349,7 @@ def main() -> None:
                 for gap in word_gaps(clip.pcm):
                     pcm = with_pause(clip.pcm, gap, p)
                     last_p = last + p // 20
-                    e = run_sample(pcm, make(), heard, clock)
+                    e = run_sample(line(pcm), make(), heard, clock)
                     cut[p].append(bool(e) and e[0] < last_p - 1)
         s = summary(delays)
         results[name] = {
@@ -343,10 +359,10 @@ def main() -> None:
             "cutoff_rate": {str(p): round(float(np.mean(v)), 3) for p, v in cut.items()},
             "samples_per_pause": len(cut[pauses[0]]),
         }
-        print(name, results[name], flush=True)
+        print(name, results[name], file=sys.stderr, flush=True)  # progress; stdout: JSON
     if model is not None and model.inference_ms:
         results["model_inference"] = summary(model.inference_ms)
-    emit("turn_taking", {"quick": args.quick, **results})
+    emit("turn_taking_phone" if args.phone else "turn_taking", {"quick": args.quick, **results})
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ class Settings(BaseSettings):
     endpoint_silence_ms: int = 400
     min_speech_ms: int = 200
     # Turn-taking (docs/operations.md "Turn-taking")
-    turn_detection: Literal["vad", "smart"] = "vad"
+    # auto: smart on phone calls (8 kHz; bench/turn_taking.py --phone), vad on the others
+    turn_detection: Literal["auto", "vad", "smart"] = "auto"
     turn_min_silence_ms: int = Field(200, ge=60, le=2000)  # smart: the pause the model judges
     turn_max_silence_ms: int = Field(1600, ge=200, le=5000)  # smart: longest wait on "not done"
     turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)

@@ -1,7 +1,7 @@
 """Turn-taking on live calls (issue 16): a mid-sentence pause with smart turn vs VAD-only,
 backchannels during a reply, the reply's own echo on a speakerphone (browser 16 kHz and Twilio
-8 kHz mu-law), and bad turn options in session.start. espeak-ng speech, local whisper, the
-loopback LLM."""
+8 kHz mu-law), the phone call's default (`smart`), and bad turn options in session.start.
+espeak-ng speech, local whisper, the loopback LLM."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from tests.support.echo_room import Speakerphone, SpeakerphoneCall, browser_speakerphone
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.gateway import running_gateway
-from tests.support.phone import PhoneGateway, parse_twiml, phone_gateway
+from tests.support.phone import PhoneGateway, TwilioCall, parse_twiml, phone_gateway
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
@@ -216,6 +216,53 @@ async def test_twilio_speakerphone_echo(phone: PhoneGateway, echo: bool) -> None
     assert call.room.echoed_samples > 8000 * 3 or cleared  # the reply came back (or cut itself)
     assert bool(cleared) is not echo, [r.msg.get("event") for r in call.received][:5]
     await call.stop()
+
+
+# ---- the phone's default: smart ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def phone_auto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneGateway]:
+    db = tmp_path_factory.mktemp("phone-auto") / "vg.db"
+    with phone_gateway(f"sqlite+aiosqlite:///{db}", None, turn_detection="auto") as gw:
+        yield gw
+
+
+def turn_ends(gw: PhoneGateway) -> dict[str, float]:
+    """vg_turn_ends_total by what decided, from the live /metrics."""
+    prefix = "vg_turn_ends_total{by="
+    lines = gw.http.get("/metrics").text.splitlines()
+    return {
+        x[len(prefix) :].split("}")[0].strip('"'): float(x.rsplit(" ", 1)[1])
+        for x in lines
+        if x.startswith(prefix)
+    }
+
+
+@needs_model
+@pytest.mark.parametrize(
+    ("asked", "decided_by_silence"), [({}, False), ({"turn_detection": "vad"}, True)]
+)
+async def test_a_phone_call_ends_its_turns_with_smart_unless_it_asks(
+    phone_auto: PhoneGateway, asked: dict[str, str], decided_by_silence: bool
+) -> None:
+    """VG_TURN_DETECTION=auto (the default): a Twilio call gets `smart`; a stream parameter
+    `turn_detection=vad` gets the silence rule."""
+    phone_auto.llm.queue.clear()
+    phone_auto.llm.responder = lambda body: Reply(text="Okay.")
+    agent_id = phone_auto.agent()
+    sid = "CA" + ("b" if asked else "d") * 32
+    twiml = parse_twiml(phone_auto.webhook(agent_id, sid).text)
+    before = turn_ends(phone_auto)
+    call = await TwilioCall(twiml.stream_url, sid, {**twiml.parameters, **asked}).connect()
+    await call.begin()
+    end = await call.say(np.concatenate([silence(300, 8000), speak("My name is Alice.", 8000)]))
+    await call.wait_media(since=end, timeout=40)
+    after = turn_ends(phone_auto)
+    await call.stop()
+    grew = {k: v - before.get(k, 0.0) for k, v in after.items() if v > before.get(k, 0.0)}
+    assert sum(grew.values()) == 1, grew
+    assert ("silence" in grew) is decided_by_silence, grew
 
 
 # ---- bad turn options ------------------------------------------------------------------------

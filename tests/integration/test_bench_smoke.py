@@ -117,3 +117,18 @@ def test_recorded_calls_send_room_tone_between_turns() -> None:
     assert real.last < real.endpoint < len(real.frames)
     said = cycle_pattern(3.0, "Hello there.", 400)
     assert all(f == bytes(len(f)) for f in said.frames[said.endpoint + 1 :])
+
+
+def test_turn_taking_runs_through_a_phone_line(tmp_path: Path) -> None:
+    from tests.support.real_speech import clips
+
+    if not clips():
+        return  # scripts/test installs pocketsphinx-testdata; the bench says it is missing
+    out = bench("turn_taking.py", "--phone", "--quick", "--only", "vad_400", results=tmp_path)
+    assert out["bench"] == "turn_taking_phone"
+    vad = out["vad_400"]
+    assert len(clips()) <= vad["samples_per_pause"] <= 2 * len(clips())  # two gaps at most
+    # the silence rule through 8 kHz mu-law: every 1200 ms pause is cut, every finished clip
+    # ends 400 ms after webrtcvad's last voiced frame
+    assert vad["cutoff_rate"]["1200"] == 1.0 and vad["finished_cut_early"] == 0
+    assert vad["delay_p50_ms"] >= 400

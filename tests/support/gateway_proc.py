@@ -33,6 +33,7 @@ def base_env(**values: str) -> dict[str, str]:
     env.update(
         HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", VG_LOG_LEVEL="INFO", VG_ADMIT_MAX_LAG_MS="0"
     )
+    env.setdefault("VG_TURN_DETECTION", "vad")  # espeak-ng speech (tests/support/gateway.py)
     env.update(values)
     return env
 

@@ -282,6 +282,8 @@ def turn_options(
 
     errors: list[str] = []
     detection: str = settings.turn_detection
+    if detection == "auto":  # on a phone line `smart` is ahead on both axes; elsewhere not
+        detection = "smart" if source == "phone" else "vad"  # (docs/operations.md)
     echo = settings.echo_cancellation == "on" or (
         settings.echo_cancellation == "auto" and source == "phone"
     )

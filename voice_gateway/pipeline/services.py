@@ -120,7 +120,7 @@ class VoiceServices:
         await tts.warmup()
         await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
         services = cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
-        if settings.turn_detection == "smart":  # load (or warn) at start, not on a first call
+        if settings.turn_detection != "vad":  # load (or warn) at start, not on a first call
             services.new_end_of_turn("smart")
         log.info("speech models ready")
         return services
