@@ -8,9 +8,15 @@ espeak-ng TTS, and the loopback fake OpenAI server of the tests as its LLM (inst
 - browser: the voice socket with the same sentences as 16 kHz PCM16.
 voice_to_voice = the caller's last frame of speech sent -> the first reply audio received (it
 includes the endpointing silence, STT, the LLM, TTS and, on the phone, mu-law + resampling).
-Also reported: the word error rate of what STT heard (8 kHz phone vs 16 kHz browser).
+Also reported: the word error rate of what STT heard (8 kHz phone vs 16 kHz browser). Both
+paths run with `vad` (espeak-ng's voice never fades, so `smart`, the phone's default, would
+hold each phone turn 1.6 s).
+`--speech real`: phone calls only, reading the 13 real recordings of bench/turn_taking.py
+(each twice, its own room tone before and after it, as a line carries), once on a gateway
+with `VG_TURN_DETECTION=vad` and once with the default `auto` (`smart` on phone calls): the
+caller's voice-to-voice under each policy, in the same run (pass: `auto`'s p50 below `vad`'s).
 
-Run: .venv/bin/python bench/phone_latency.py [--quick]
+Run: .venv/bin/python bench/phone_latency.py [--quick] [--speech real]
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from typing import Any
 import httpx
 import numpy as np
 from _common import ROOT, emit, parser, ratio, summary
+from _voice import load
 
 from tests.support.fake_llm import FakeLLM, Reply
 from tests.support.phone import TOKEN, TwilioCall, call_form, parse_twiml, sign
+from tests.support.real_speech import MISSING, background, clips, speech_span
 from tests.support.servers import ServerThread, free_port
 from tests.support.speech import frames, rms_dbfs, silence, speak, wer
 from tests.support.voice_client import VoiceClient
+from voice_gateway.pipeline.audio import resample_whole
 
 SENTENCES = [
     "Hello, could you tell me what time the shop opens tomorrow morning?",
@@ -51,7 +60,26 @@ def speech(text: str, rate: int) -> tuple[np.ndarray, float]:
     return pcm, len(pcm) / rate - (loud[-1] + 1) * 0.02
 
 
-def start_server(db: Path, llm_url: str) -> tuple[subprocess.Popen[bytes], str]:
+Clips = list[tuple[np.ndarray, float]]
+
+
+def recordings() -> tuple[Clips, list[str]]:
+    """The real recordings at 8 kHz with 300 ms of their room tone before and 2 s after (a
+    `smart` wait of up to 1.6 s happens in it), and the time after their last sound; and what
+    each says ("" where the package has no transcript)."""
+    out: Clips = []
+    found = clips()
+    for clip in found:
+        _, last = speech_span(clip.pcm)
+        pcm = np.concatenate([background(clip.pcm, 300), clip.pcm, background(clip.pcm, 2000)])
+        pcm8 = np.frombuffer(resample_whole(pcm.tobytes(), 16000, 8000), dtype="<i2")
+        out.append((pcm8, len(pcm) / 16000 - (0.3 + last * 0.02)))
+    return out, [c.text for c in found]
+
+
+def start_server(
+    db: Path, llm_url: str, turn_detection: str = "vad"
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {
         **os.environ,
@@ -63,9 +91,7 @@ def start_server(db: Path, llm_url: str) -> tuple[subprocess.Popen[bytes], str]:
         "VG_SLEEPTIME_MODEL": "scripted/demo",
         "VG_LOG_LEVEL": "WARNING",
         "HF_HUB_OFFLINE": "1",
-        # the codec path against the browser's, one policy for both: espeak-ng's voice never
-        # fades, so `smart` (the phone's default) would hold every phone turn 1.6 s
-        "VG_TURN_DETECTION": "vad",
+        "VG_TURN_DETECTION": turn_detection,  # vad for espeak-ng (see above)
     }
     proc = subprocess.Popen([sys.executable, "-m", "voice_gateway.cli", "serve"], env=env, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
@@ -81,9 +107,6 @@ def start_server(db: Path, llm_url: str) -> tuple[subprocess.Popen[bytes], str]:
         time.sleep(0.2)
     proc.terminate()
     raise RuntimeError("the gateway did not start")
-
-
-Clips = list[tuple[np.ndarray, float]]
 
 
 async def phone_turns(url: str, agent_id: str, clips: Clips, llm: FakeLLM) -> dict:
@@ -157,8 +180,60 @@ async def run(url: str, llm: FakeLLM, turns: int, warmup: int) -> dict[str, Any]
     }
 
 
+async def real_calls(url: str, llm: FakeLLM, said: Clips) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url) as http:
+        agent = (await http.post("/v1/agents/", json={"model": "openai/fake"})).json()["id"]
+    got = await phone_turns(url, agent, said, llm)
+    return {k: v[1:] for k, v in got.items()}  # the first turn warms up
+
+
+def real(quick: bool) -> dict[str, Any]:
+    said, texts = recordings()
+    if not said:
+        return {"skipped": MISSING}
+    said, texts = (said[:3], texts[:3]) if quick else (said + said, texts + texts)
+    said = [said[-1], *said]  # a warm-up turn
+    known = [i for i, t in enumerate(texts) if t]  # the recordings with a transcript
+    llm = FakeLLM(lambda body: Reply(text=REPLY))
+    llm_srv = ServerThread(llm.app).start()
+    out: dict[str, Any] = {}
+    try:
+        for policy in ("vad", "auto"):
+            with tempfile.TemporaryDirectory() as tmp:
+                proc, url = start_server(Path(tmp) / "vg.db", f"{llm_srv.url}/v1", policy)
+                try:
+                    got = asyncio.run(real_calls(url, llm, said))
+                finally:
+                    proc.terminate()
+                    proc.wait(30)
+            v2v, heard = got["v2v"], got["heard"]
+            out[policy] = {
+                **summary(v2v),
+                "per_turn_ms": [round(v) for v in v2v],
+                # the words the agent got, against the package's transcripts (digits count
+                # as errors where whisper writes "10" for "ten": the same for both policies)
+                "stt_wer": mean_wer([texts[i] for i in known], [heard[i] for i in known]),
+                "heard": heard,
+            }
+    finally:
+        llm_srv.stop()
+    vad, auto = float(out["vad"]["p50_ms"]), float(out["auto"]["p50_ms"])
+    out["ratio_auto_vs_vad"] = {
+        "p50": ratio(auto, vad),
+        "p95": ratio(float(out["auto"]["p95_ms"]), float(out["vad"]["p95_ms"])),
+    }
+    out["pass_rule"] = "the caller's voice-to-voice p50 with auto (smart) below vad's"
+    out["passed"] = auto < vad
+    return out
+
+
 def main() -> None:
-    args = parser(__doc__ or "").parse_args()
+    p = parser(__doc__ or "")
+    p.add_argument("--speech", default="espeak", choices=("espeak", "real"))
+    args = p.parse_args()
+    if args.speech == "real":
+        emit("phone_latency_real", {"quick": args.quick, **real(args.quick), **load()})
+        return
     turns, warmup = (3, 1) if args.quick else (12, 1)
     llm = FakeLLM(lambda body: Reply(text=REPLY))
     llm_srv = ServerThread(llm.app).start()

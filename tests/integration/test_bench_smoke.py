@@ -1,9 +1,9 @@
-"""The capacity benchmarks run end to end, briefly (one level, a few seconds): a change to the
-product that breaks them (bench/_cpu_split.py's whisper wrapper once lost an option and
-`turn_capacity` could not start) fails here rather than on the next benchmark run. Only that
-they work is judged, not their figures: these machines are shared and noisy. Each runs as a
-developer runs it (`cd bench && PYTHONPATH=..:. python X.py`), its results and server logs
-written to a temporary folder (VG_BENCH_RESULTS), never over bench/results."""
+"""The capacity and turn-taking benchmarks run end to end, briefly (one level, a few seconds,
+three turns): a change to the product that breaks them (bench/_cpu_split.py's whisper wrapper
+once lost an option and `turn_capacity` could not start) fails here rather than on the next
+benchmark run. Only that they work is judged, not their figures: these machines are shared and
+noisy. Each runs as a developer runs it (`cd bench && PYTHONPATH=..:. python X.py`), its results
+and server logs written to a temporary folder (VG_BENCH_RESULTS), never over bench/results."""
 
 from __future__ import annotations
 
@@ -132,3 +132,15 @@ def test_turn_taking_runs_through_a_phone_line(tmp_path: Path) -> None:
     # ends 400 ms after webrtcvad's last voiced frame
     assert vad["cutoff_rate"]["1200"] == 1.0 and vad["finished_cut_early"] == 0
     assert vad["delay_p50_ms"] >= 400
+
+
+def test_phone_latency_on_real_speech_runs_both_policies(tmp_path: Path) -> None:
+    from tests.support.real_speech import clips
+
+    if not clips():
+        return  # scripts/test installs pocketsphinx-testdata; the bench says it is missing
+    out = bench("phone_latency.py", "--speech", "real", "--quick", results=tmp_path)
+    assert out["bench"] == "phone_latency_real"
+    for policy in ("vad", "auto"):  # every turn answered, each timed from the caller's side
+        assert len(out[policy]["per_turn_ms"]) == 3 and min(out[policy]["per_turn_ms"]) > 0
+    assert out["passed"] == (out["auto"]["p50_ms"] < out["vad"]["p50_ms"])
