@@ -23,7 +23,8 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   silence (VG_TURN_SENTENCE_MS).
 `--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
 (bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
-decoded as a narrowband call's is (the 30 s window, not waited for by the model's "done").
+decoded as a narrowband call's is (the 30 s window; until stop 42 not waited for by the
+model's "done", as the call then decoded the turn again at its end).
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
 (in sample and leave-one-clip-out, with espeak-ng speech), printed as JSON
 (bench/results/turn_taking_cv.json).
@@ -158,8 +159,7 @@ def run_sample(
                 ends.append(i)
                 utterance_start = i + 1
             elif isinstance(ev, PauseStarted) and texts is not None:
-                if not texts.narrowband:  # as the gateway does for local whisper at 16 kHz
-                    det.expect_text(ev.pause)
+                det.expect_text(ev.pause)  # as the gateway does for local whisper
                 prefix = audio[max(0, utterance_start - 15) * 640 : (i + 1) * 640]
                 text, ms = texts.get(prefix + bytes((200 - 60) * 32))
                 due.append((i + 1 + int(np.ceil(ms / 20)), ev.pause, text))

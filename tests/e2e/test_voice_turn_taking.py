@@ -22,6 +22,7 @@ from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, find_model
+from voice_gateway.stt.whisper import WhisperStream
 
 LONG_REPLY = " ".join(
     f"Here is sentence number {w} of a rather long answer about tea."
@@ -100,6 +101,32 @@ async def test_pause_in_a_phone_number(st: Stack, detection: str, turns: int) ->
         assert verdict["source"] in ("model", "text", "prosody", "fallback"), verdict
     else:
         assert verdict["source"] == "silence"
+    await c.close()
+
+
+async def test_the_pause_decode_hears_what_the_end_of_turn_would(
+    st: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause's transcript becomes the turn's, so it must be decoded from the same audio
+    the end of the turn has: the utterance and as much silence after it (tiny.en's phone words
+    swung on 20 ms more: "collect all postage stamps" -> "collect all of both Digitames")."""
+    lengths: dict[str, list[int]] = {"pause": [], "end": []}
+    speculate, finish = WhisperStream.speculate, WhisperStream._finish
+
+    def spy_speculate(self: WhisperStream, pad_ms: int = 300, **kw: Any) -> Any:
+        lengths["pause"].append(len(self._buf) + pad_ms * 32)
+        return speculate(self, pad_ms, **kw)
+
+    async def spy_finish(self: WhisperStream) -> str:
+        lengths["end"].append(len(self._buf))
+        return await finish(self)
+
+    monkeypatch.setattr(WhisperStream, "speculate", spy_speculate)
+    monkeypatch.setattr(WhisperStream, "_finish", spy_finish)
+    c = await st.call(turn_detection="vad")
+    await c.stream(np.concatenate([silence(300), speak("What time is it?"), silence(1500)]), 16000)
+    await c.wait_for("response.done", timeout=40)
+    assert lengths["pause"] and lengths["pause"][-1] == lengths["end"][-1], lengths
     await c.close()
 
 

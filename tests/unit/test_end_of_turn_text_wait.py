@@ -55,9 +55,9 @@ def test_run_on_words_decoded_after_the_decision_still_keep_the_turn_open(defer:
 
 
 def test_without_a_transcript_on_its_way_the_voice_decides_at_once() -> None:
-    """The same late transcript, not announced (a vendor that does not speculate, or a
-    narrowband call whose final text is decoded again): the model's "done" ends the turn at
-    200 ms, as before; the run-on words come too late to count."""
+    """The same late transcript, not announced (a vendor that does not speculate; until stop
+    42 also a narrowband call, whose final text was decoded again): the model's "done" ends
+    the turn at 200 ms, as before; the run-on words come too late to count."""
     det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
     stop = pause_then_text(det, "My number is five five five", at=16, expect=False)
     assert stop.verdict is not None and stop.verdict.complete is True

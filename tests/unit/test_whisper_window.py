@@ -124,6 +124,31 @@ async def test_a_call_stream_picks_its_window_by_the_callers_rate(
     await stt.aclose()
 
 
+@pytest.mark.parametrize("input_rate", [16000, 8000])
+async def test_a_pause_transcript_is_the_turn_s_when_no_speech_followed(
+    encoder_inputs: list[int], input_rate: int
+) -> None:
+    """The pause's decode becomes the turn's transcript without a second decode, on phone
+    calls too (since stop 42: they decoded again, ~300 ms of the 30 s window after the end
+    of the turn); speech after the pause means a new decode."""
+    stt = WhisperSTT()
+    stream = stt.open_stream(input_rate=input_rate)
+    assert stream.speculation_final
+    pcm = speak("What time does the library open tomorrow morning?").tobytes()
+    await stream.feed(pcm)
+    spec = stream.speculate(340)
+    assert spec is not None
+    said = await spec
+    assert "library" in (await stream.finish(speculated=True)).lower()
+    assert len(encoder_inputs) == 1 and stream.speculation_used == 1, encoder_inputs
+    await stream.feed(pcm)  # the next turn: a pause, then more speech before the end
+    await stream.speculate(340)  # type: ignore[misc]
+    await stream.feed(speak("Thank you.").tobytes())
+    assert (await stream.finish(speculated=False)) != said
+    assert len(encoder_inputs) == 3 and stream.speculation_used == 1
+    await stt.aclose()
+
+
 async def test_a_fallback_stream_passes_the_callers_rate_on(encoder_inputs: list[int]) -> None:
     from voice_gateway.stt.fallback import FallbackSTT
 
