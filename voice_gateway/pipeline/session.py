@@ -320,9 +320,10 @@ class VoiceSession:
             await self.stt.feed(ev.audio)
             self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
         elif isinstance(ev, PauseStarted):
-            d = self.detector  # pad to the silence the turn's audio has at the earliest end
-            pad = min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms - d.frame_ms  # (its
-            # last frame is not fed to STT): tiny.en's phone words swing on 20 ms (stop 42)
+            d = self.detector  # pad to the audio the turn has at its earliest end: the
+            # silence then, less the frame that ends it (never fed to STT; tiny.en's phone
+            # words swing on 20 ms, stop 42)
+            pad = min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms - d.frame_ms
             spec = self.stt.speculate(pad, retry_looped=not self._reply_playing())
             if spec is not None:
                 d.follow(ev.pause, spec, final=self.stt.speculation_final)

@@ -181,7 +181,7 @@ class WhisperStream(STTStream):
 
     @property
     def speculation_final(self) -> bool:
-        return True  # narrowband too, since stop 42 (`_finish`)
+        return True  # phone calls too, since stop 42 (`_finish`)
 
     async def _decode_quietly(self, pcm: bytes, retry_looped: bool = False) -> str:
         try:
@@ -232,14 +232,12 @@ class WhisperStream(STTStream):
         self._since_partial = 0
         spec, self._spec = self._spec, None
         await self._stop_partial()
-        # narrowband too (until stop 42 it was decoded again here, ~300 ms of the 30 s window
-        # after the end of turn): tiny.en's narrowband words swing with the length of the
-        # audio after them ("green tea please" -> "green deep leaves" at 180 instead of 300
-        # ms), and the pause's decode is padded to the silence the turn ends on at the
-        # earliest; with the words swinging either way, the final decode was no better: on
-        # the phone line the 10 recordings with a transcript gave the same words at 200, 280
-        # and 400 ms of room tone or zeros, and 8 espeak-ng sentences a WER of 16.5 % at 200
-        # ms and 23.8-26.2 % at 280-400 ms (docs/benchmarks.md, phone_latency)
+        # phone calls too since stop 42; they decoded again here (~300 ms of the 30 s window
+        # after the end of turn), as tiny.en's narrowband words swing with the audio after
+        # them ("green tea please" -> "green deep leaves" at 180 instead of 300 ms). The
+        # pause's decode is padded to exactly the audio the turn has at its earliest end
+        # (session.py), and then the two gave the same words on 8 of 8 espeak-ng phone
+        # sentences (3 differed with the pad 20 ms long; docs/benchmarks.md, phone_latency)
         if spec is not None and self.speculated and self.speculation_final:
             text = await spec  # decoded during the pause: the same words, already there
             if text and not looks_looped(text):
