@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.support.fault_providers import HEARD, REPLY, FaultLLM, Faults, Mode, install, tone_hz
-from tests.support.gateway import running_gateway
+from tests.support.gateway import metric, running_gateway
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
@@ -196,9 +196,7 @@ async def test_stt_that_cannot_open_leaves_the_call_usable(rig: Rig) -> None:
 
 def _served(rig: Rig, kind: str, provider: str) -> float:
     """vg_provider_served{kind, provider} from the live /metrics."""
-    prefix = f'vg_provider_served{{kind="{kind}",provider="{provider}"}} '
-    lines = rig.http.get("/metrics").text.splitlines()
-    return next((float(x[len(prefix) :]) for x in lines if x.startswith(prefix)), 0.0)
+    return metric(rig.server.url, "vg_provider_served", kind=kind, provider=provider)
 
 
 async def test_stt_fallback_transcribes_and_cools_down(fallback_rig: Rig) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import numpy as np
@@ -16,11 +16,12 @@ import pytest
 
 from tests.support.echo_room import Speakerphone, SpeakerphoneCall, browser_speakerphone
 from tests.support.fake_llm import FakeLLM, Reply
-from tests.support.gateway import running_gateway
+from tests.support.gateway import metric, running_gateway
 from tests.support.phone import PhoneGateway, TwilioCall, parse_twiml, phone_gateway
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
+from voice_gateway.endpoint.base import VerdictSource
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, find_model
 from voice_gateway.stt.whisper import WhisperStream
 
@@ -257,12 +258,8 @@ def phone_auto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneGatewa
 
 def turn_ends(gw: PhoneGateway) -> dict[str, float]:
     """vg_turn_ends_total by what decided, from the live /metrics."""
-    prefix = "vg_turn_ends_total{by="
-    lines = gw.http.get("/metrics").text.splitlines()
     return {
-        x[len(prefix) :].split("}")[0].strip('"'): float(x.rsplit(" ", 1)[1])
-        for x in lines
-        if x.startswith(prefix)
+        by: metric(gw.server.url, "vg_turn_ends_total", by=by) for by in get_args(VerdictSource)
     }
 
 

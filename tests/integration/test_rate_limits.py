@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import subprocess
 import time
@@ -22,7 +21,7 @@ import websockets
 from memory.db import Database
 from memory.usage import UsageStore
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import running_gateway
+from tests.support.gateway import metric, running_gateway
 from tests.support.gateway_proc import GatewayProcess, base_env, vg_command
 from tests.support.phone import TwilioCall
 from tests.support.servers import ServerThread
@@ -116,13 +115,6 @@ async def try_call(url: str, key: str | None = None) -> int | None:
             return await c.wait_closed(timeout=15)
     finally:
         await c.close()
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{url}/metrics").text
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    m = re.search(rf"^{name}{{{want}}} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else 0.0
 
 
 # ---- REST request rate ----

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import httpx
 
 from tests.support.servers import ServerThread
 from voice_gateway.app import create_app
@@ -47,3 +50,12 @@ def running_gateway(database_url: str, **overrides: Any) -> Iterator[ServerThrea
         yield server
     finally:
         server.stop()
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """One sample of the gateway's live /metrics (0 when it has none yet); `labels` in the
+    order the metric declares them."""
+    text = httpx.get(f"{url}/metrics").text
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    m = re.search(rf"^{name}{{{want}}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
