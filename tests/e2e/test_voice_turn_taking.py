@@ -289,12 +289,82 @@ async def test_a_phone_call_ends_its_turns_with_smart_unless_it_asks(
     assert ("silence" in grew) is decided_by_silence, grew
 
 
+# ---- a call's own waits ----------------------------------------------------------------------
+
+# a 600 ms pause mid-sentence: webrtcvad hears 480-660 ms of silence
+PAUSED = [speak("My number is five five five."), silence(600), speak("one two three four.")]
+
+
+@pytest.mark.parametrize(("asked", "turns"), [({}, 2), ({"turn_silence_ms": 1000}, 1)])
+async def test_a_call_sets_its_own_silence(st: Stack, asked: dict[str, int], turns: int) -> None:
+    c = await st.call(turn_detection="vad", **asked)
+    started = c.of_type("session.started")[0]
+    silence_ms = asked.get("turn_silence_ms", 400)
+    assert (started["turn_silence_ms"], started["turn_max_silence_ms"]) == (silence_ms,) * 2
+    await c.stream(np.concatenate([silence(300), *PAUSED, silence(2000)]), 16000)
+    await c.wait_for("speech.stopped", count=turns, timeout=40)
+    # the last turn's reply: the first, cut at the pause, may be cancelled by the words after
+    kinds = [r.event["type"] for r in c.events]
+    last_stop = len(kinds) - 1 - kinds[::-1].index("speech.stopped")
+    await c.wait_for("turn.metrics", count=kinds[:last_stop].count("turn.metrics") + 1)
+    assert len(c.of_type("speech.stopped")) == turns
+    waited = c.of_type("turn.metrics")[-1]["end_of_turn_ms"]
+    assert silence_ms <= waited < silence_ms + 20, waited  # counted in whole 20 ms frames
+    await c.close()
+
+
+@needs_model
+async def test_a_smart_call_sets_its_longest_wait(st: Stack) -> None:
+    """espeak-ng ends at full level, which `smart` does not call done: it waits its longest,
+    1600 ms unless the call asks for less."""
+    c = await st.call(turn_detection="smart", turn_max_silence_ms=700)
+    started = c.of_type("session.started")[0]
+    assert (started["turn_detection"], started["turn_max_silence_ms"]) == ("smart", 700)
+    said = speak("I would like to book a table for two at seven.")
+    await c.stream(np.concatenate([silence(300), said, silence(1500)]), 16000)
+    metrics = await c.wait_for("turn.metrics", timeout=40)
+    assert metrics["end_of_turn"]["complete"] is not True, metrics["end_of_turn"]
+    assert 700 <= metrics["end_of_turn_ms"] < 720, metrics
+    await c.close()
+
+
+@pytest.mark.parametrize("asked", [{}, {"turn_silence_ms": "1000"}])
+async def test_a_phone_call_sets_its_own_silence(
+    phone: PhoneGateway, asked: dict[str, str]
+) -> None:
+    """The same as a Twilio stream parameter (a string): a 600 ms pause is one turn."""
+    phone.llm.queue.clear()
+    phone.llm.responder = lambda body: Reply(text="Okay.")
+    agent_id = phone.agent()
+    sid = "CA" + ("9" if asked else "8") * 32
+    twiml = parse_twiml(phone.webhook(agent_id, sid).text)
+    params = {**twiml.parameters, "turn_detection": "vad", **asked}
+    before = turn_ends(phone)
+    call = await TwilioCall(twiml.stream_url, sid, params).connect()
+    await call.begin()
+    said = [speak("My number is five five five.", 8000), silence(600, 8000)]
+    end = await call.say(np.concatenate([silence(300, 8000), *said, speak("one two.", 8000)]))
+    await call.wait_media(since=end, timeout=40)
+    await call.wait_quiet()
+    after = turn_ends(phone)
+    await call.stop()
+    assert after["silence"] - before["silence"] == (1 if asked else 2), (before, after)
+
+
 # ---- bad turn options ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"turn_detection": "psychic"}, {"echo_cancellation": "yes"}, {"echo_cancellation": 1}],
+    [
+        {"turn_detection": "psychic"},
+        {"echo_cancellation": "yes"},
+        {"echo_cancellation": 1},
+        {"turn_silence_ms": 50},
+        {"turn_silence_ms": "soon"},
+        {"turn_max_silence_ms": True},
+        {"turn_max_silence_ms": 1e9},
+    ],
 )
 async def test_bad_turn_options_are_an_error_and_the_call_goes_on(
     st: Stack, options: dict[str, Any]
@@ -304,6 +374,7 @@ async def test_bad_turn_options_are_an_error_and_the_call_goes_on(
     assert err["code"] == "invalid_option" and not err["fatal"]
     started = c.of_type("session.started")[0]
     assert started["turn_detection"] == "vad" and started["echo_cancellation"] is False
+    assert started["turn_silence_ms"] == 400
     await c.send({"type": "input_text", "text": "hello"})
     await c.wait_for("response.done", timeout=20)
     await c.close()

@@ -105,6 +105,24 @@ def test_the_gateway_gives_each_call_the_silence_rules_time_as_its_deadline() ->
     assert eot.busy() is True
 
 
+def test_a_call_s_own_waits_reach_its_policy() -> None:
+    """session.start's turn_silence_ms / turn_max_silence_ms (pipeline/overlap.py) over the
+    gateway's: the silence rule's time (and so smart's deadline) and smart's longest wait."""
+    from voice_gateway.endpoint.base import SilenceRule
+    from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+
+    s = Settings(endpoint_silence_ms=700, turn_max_silence_ms=1800)
+    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services._turn_model_tried = True
+    services.turn_model = Scripted(0.5)
+    eot = services.new_end_of_turn("smart", 300, 900)
+    assert isinstance(eot, SmartTurn) and (eot.deadline_ms, eot.max_silence_ms) == (300, 900)
+    eot = services.new_end_of_turn("smart", None, 100)  # never under the pause the model judges
+    assert isinstance(eot, SmartTurn) and (eot.deadline_ms, eot.max_silence_ms) == (700, 200)
+    rule = services.new_end_of_turn("vad", 250, 900)
+    assert isinstance(rule, SilenceRule) and rule.min_silence_ms == rule.max_silence_ms == 250
+
+
 def test_a_busy_process_does_not_run_the_model() -> None:
     """`busy` (the gateway: a whisper decode waits for a worker): the model's CPU would slow the
     transcripts every call waits for, so the pause is the silence rule's (`fallback:busy`)."""

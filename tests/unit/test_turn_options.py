@@ -50,3 +50,46 @@ def test_a_bad_option_keeps_the_call_s_own_default() -> None:
 def test_an_unknown_setting_is_refused() -> None:
     with pytest.raises(ValueError, match="turn_detection"):
         Settings(database_url="sqlite+aiosqlite:///:memory:", turn_detection="psychic")
+
+
+def test_a_call_sets_its_own_waits() -> None:
+    """session.start sends numbers, a Twilio stream parameter their digits; unset, the
+    gateway's VG_ENDPOINT_SILENCE_MS / VG_TURN_MAX_SILENCE_MS."""
+    got, errors = options("voice", endpoint_silence_ms=500, turn_max_silence_ms=1800)
+    assert (got.silence_ms, got.max_silence_ms, errors) == (500, 1800, [])
+    got, errors = options("voice", {"turn_silence_ms": 250, "turn_max_silence_ms": 900})
+    assert (got.silence_ms, got.max_silence_ms, errors) == (250, 900, [])
+    assert got.policy == ("vad", 250, 900)
+    got, errors = options("phone", {"turn_silence_ms": " 700 ", "turn_detection": "vad"})
+    assert (got.detection, got.silence_ms, got.max_silence_ms, errors) == ("vad", 700, 1600, [])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("turn_silence_ms", 50),  # under 100: webrtcvad's gaps between words end turns
+        ("turn_silence_ms", 2001),
+        ("turn_silence_ms", -300),
+        ("turn_silence_ms", "-300"),
+        ("turn_silence_ms", 2.5),
+        ("turn_silence_ms", True),
+        ("turn_silence_ms", "fast"),
+        ("turn_silence_ms", "\u00b3\u00b3\u00b3"),  # digits to str.isdigit, not to int()
+        ("turn_max_silence_ms", 100),
+        ("turn_max_silence_ms", 9000),
+        ("turn_max_silence_ms", [800]),
+    ],
+)
+def test_a_bad_wait_is_refused_and_the_default_kept(name: str, value: Any) -> None:
+    got, errors = options("voice", {name: value, "turn_detection": "smart"})
+    assert (got.detection, got.silence_ms, got.max_silence_ms) == ("smart", 400, 1600)
+    low, high = (100, 2000) if name == "turn_silence_ms" else (200, 5000)
+    assert errors == [f"{name} must be a whole number of milliseconds, {low} to {high}"]
+
+
+def test_one_bad_option_leaves_the_good_ones() -> None:
+    got, errors = options(
+        "voice", {"turn_silence_ms": 300, "turn_max_silence_ms": "soon", "echo_cancellation": True}
+    )
+    assert (got.silence_ms, got.max_silence_ms, got.echo) == (300, 1600, True)
+    assert len(errors) == 1 and errors[0].startswith("turn_max_silence_ms")

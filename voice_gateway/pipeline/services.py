@@ -78,27 +78,32 @@ class VoiceServices:
     def new_vad(self) -> VAD:
         return create_vad(self.settings.vad, self.settings.vad_mode)
 
-    def new_end_of_turn(self, detection: str) -> EndOfTurn:
+    def new_end_of_turn(
+        self, detection: str, silence_ms: int | None = None, max_silence_ms: int | None = None
+    ) -> EndOfTurn:
         """The call's end-of-turn policy; `smart` without its model file is the silence rule
-        (load_model warned once, naming the package to install)."""
+        (load_model warned once, naming the package to install). `silence_ms` /
+        `max_silence_ms`: the call's own waits (session.start), else the gateway's."""
         s = self.settings
+        silence = s.endpoint_silence_ms if silence_ms is None else silence_ms
+        longest = s.turn_max_silence_ms if max_silence_ms is None else max_silence_ms
         if detection == "smart" and not self._turn_model_tried:
             self._turn_model_tried = True
             # a run may wait for a worker half the verdict's budget (endpoint/smart.py)
             self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2, s.turn_window)
         if detection != "smart" or self.turn_model is None:
-            return SilenceRule(s.endpoint_silence_ms)
+            return SilenceRule(silence)
         return SmartTurn(
             self.turn_model,
             min_silence_ms=s.turn_min_silence_ms,
-            max_silence_ms=max(s.turn_max_silence_ms, s.turn_min_silence_ms),
+            max_silence_ms=max(longest, s.turn_min_silence_ms),
             threshold=s.turn_threshold,
             budget_ms=s.turn_budget_ms,
             text_wait_ms=s.turn_text_wait_ms,
             defer_model=s.turn_defer_model,
             fade_db=s.turn_fade_db or None,
             sentence_ms=s.turn_sentence_ms,
-            deadline_ms=s.endpoint_silence_ms,
+            deadline_ms=silence,
             busy=lambda: self.stt.backlog() > 0,
         )
 

@@ -190,11 +190,12 @@ class VoiceSession:
         options, complaints = turn_options(s, self.transport.source, info.extra)
         for message in complaints:
             await self.transport.error("invalid_option", f"{message}; using the default")
+        eot = self.voice.new_end_of_turn(*options.policy)
         self.detector = TurnDetector(
             self.voice.new_vad(),
-            silence_ms=s.endpoint_silence_ms,
+            silence_ms=options.silence_ms,
             min_speech_ms=s.min_speech_ms,
-            end_of_turn=self.voice.new_end_of_turn(options.detection),
+            end_of_turn=eot,
         )
         self.echo = create_canceller(options.echo)
         self.echo_on = self.echo.name != "off"
@@ -227,7 +228,7 @@ class VoiceSession:
             agent_id=self.agent_id,
             input_audio={"encoding": "pcm16", "sample_rate": info.input_rate},
             output_audio={"encoding": "pcm16", "sample_rate": info.output_rate},
-            turn_detection=self.detector.eot.name.replace("silence", "vad"),
+            **self.detector.options,
             echo_cancellation=self.echo_on,
         )
 

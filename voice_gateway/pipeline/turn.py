@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, SilenceRule, Verdict
 from voice_gateway.vad.base import VAD
@@ -99,6 +99,16 @@ class TurnDetector:
     def last_voiced_ms(self) -> int:
         """The end of the last voiced frame (input timeline)."""
         return self._last_voiced_end
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """What the call got, for session.started: the policy (`smart` without its model is
+        the silence rule) and its waits."""
+        return {
+            "turn_detection": self.eot.name.replace("silence", "vad"),
+            "turn_silence_ms": self.silence_ms,
+            "turn_max_silence_ms": self.eot.max_silence_ms,
+        }
 
     @property
     def in_confirmed_utterance(self) -> bool:

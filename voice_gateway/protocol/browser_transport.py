@@ -37,6 +37,9 @@ from voice_gateway.protocol.browser import (
 from voice_gateway.protocol.socket import SocketTransport
 from voice_gateway.protocol.uvicorn_ws import SEND_EXTENSION, SINK_EXTENSION
 
+# session.start's turn-taking options, checked by the session (pipeline/overlap.py)
+TURN_KEYS = ("turn_detection", "echo_cancellation", "turn_silence_ms", "turn_max_silence_ms")
+
 log = logging.getLogger(__name__)
 
 
@@ -102,11 +105,7 @@ class BrowserTransport(SocketTransport):
                 agent_id=self.agent_id,
                 extra={
                     "client_tools": [t.model_dump() for t in event.client_tools],
-                    **{
-                        k: v
-                        for k in ("turn_detection", "echo_cancellation")
-                        if (v := getattr(event, k)) is not None
-                    },
+                    **{k: v for k in TURN_KEYS if (v := getattr(event, k)) is not None},
                 },
                 caller=event.caller,
             )
