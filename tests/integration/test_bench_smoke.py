@@ -144,3 +144,28 @@ def test_phone_latency_on_real_speech_runs_both_policies(tmp_path: Path) -> None
     for policy in ("vad", "auto"):  # every turn answered, each timed from the caller's side
         assert len(out[policy]["per_turn_ms"]) == 3 and min(out[policy]["per_turn_ms"]) > 0
     assert out["passed"] == (out["auto"]["p50_ms"] < out["vad"]["p50_ms"])
+
+
+def test_phone_capacity_measures_both_policies(tmp_path: Path) -> None:
+    from tests.support.real_speech import clips
+
+    if not clips():
+        return  # scripts/test installs pocketsphinx-testdata; the bench says it is missing
+    out = bench(
+        "phone_capacity.py",
+        *("--quick", "--levels", "1", "--seconds", "8", "--cycle", "4", "--calibrate", "1"),
+        results=tmp_path,
+    )
+    assert out["budget_ms"] == round(out["calibration"]["vad"]["reply"]["p50_ms"] + 100, 1)
+    cpu = out["cpu_per_turn"]
+    for policy in ("vad", "auto"):
+        assert cpu[policy]["turns"] >= 1 and cpu[policy]["ms"]["stt"] > 0, cpu
+    assert cpu["vad"]["ms"]["turn_detection"] == 0
+    rows = {r["policy"]: r for r in out["table"]}
+    assert set(rows) == {"vad", "auto"}
+    for r in rows.values():  # each turn timed from the caller's side, and what ended it
+        assert r["turns"] >= 1 and r["reply_p50_ms"] > 0 and r["turn_ends"], r
+    assert set(rows["vad"]["turn_ends"]) == {"silence"}  # auto: a phone call gets smart
+    assert "silence" not in rows["auto"]["turn_ends"], rows["auto"]
+    held, verdict = out["max_calls_passing"], out["smart_vs_vad"]
+    assert verdict["met"] == (held["auto"] >= 0.75 * held["vad"] > 0)
