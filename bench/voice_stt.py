@@ -9,6 +9,8 @@ bounded thread pool), each way with the short encoder window (the utterance + 2 
   mu-law encode/decode, resampler back up to 16 kHz; the gateway keeps the 30 s window);
 - direct_full_window: our `transcribe` called directly on the wideband audio (no provider, no
   thread pool), to show what the provider path costs on top.
+`--speech real`: the real recordings of bench/turn_taking.py that come with a transcript
+(Debian's pocketsphinx-testdata: 5 LibriVox readings, 3 card-game commands) instead.
 WER uses tests/support/speech.py (digits spelled out, punctuation dropped); RTF = decode time /
 audio duration (lower is faster).
 """
@@ -25,7 +27,12 @@ from _voice import load
 
 from tests.support.speech import speak, wer
 from voice_gateway.pipeline.audio import StreamingResampler, pcm_to_array, ulaw_decode, ulaw_encode
-from voice_gateway.stt.whisper import WhisperSTT, transcribe
+from voice_gateway.stt.whisper import (
+    RETRY_MIN_FRAMES,
+    SHORT_MIN_FRAMES,
+    WhisperSTT,
+    transcribe,
+)
 
 SENTENCES = [
     "Hello, my name is Alice and I would like some green tea please.",
@@ -47,12 +54,13 @@ def phone(pcm16k: np.ndarray) -> bytes:
     return StreamingResampler(8000, 16000).process(narrow.astype("<i2").tobytes())
 
 
-PATHS = {  # name: (narrowband phone audio, 30 s window, through the provider)
-    "wideband": (False, False, True),
-    "wideband_full_window": (False, True, True),
-    "phone": (True, True, True),
-    "phone_short_window": (True, False, True),
-    "direct_full_window": (False, True, False),
+PATHS = {  # name: (narrowband phone audio, 30 s window, through the provider, smallest window)
+    "wideband": (False, False, True, SHORT_MIN_FRAMES),
+    "wideband_full_window": (False, True, True, SHORT_MIN_FRAMES),
+    "phone": (True, True, True, SHORT_MIN_FRAMES),
+    "phone_short_window": (True, False, True, SHORT_MIN_FRAMES),
+    "phone_15s_window": (True, False, True, RETRY_MIN_FRAMES),
+    "direct_full_window": (False, True, False, SHORT_MIN_FRAMES),
 }
 
 
@@ -60,13 +68,13 @@ async def run(clips: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     stt = WhisperSTT(threads=2)
     await stt.warmup()
     out: dict[str, Any] = {}
-    for path, (narrow, full, provider) in PATHS.items():
+    for path, (narrow, full, provider, min_frames) in PATHS.items():
         errors, rtf, words = [], [], 0
         for text, pcm in clips:
             audio = phone(pcm) if narrow else pcm.tobytes()
             t0 = time.perf_counter()
             if provider:
-                got = await stt.decode(audio, full_window=full)
+                got = await stt.decode(audio, full_window=full, min_frames=min_frames)
             else:
                 got = transcribe(pcm.astype(np.float32) / 32768.0, 2, full_window=full)
             rtf.append((time.perf_counter() - t0) / (len(pcm) / 16000))
@@ -93,13 +101,30 @@ async def run(clips: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     return out
 
 
+def recordings() -> list[tuple[str, np.ndarray]]:
+    """The real recordings that come with a transcript (tests/support/real_speech.py), with
+    300 ms of their room tone before and 400 ms after, as a line carries them."""
+    from tests.support.real_speech import MISSING, background, clips
+
+    found = [(c.text, c.pcm) for c in clips() if c.text]
+    if not found:
+        raise SystemExit(MISSING)
+    return [(t, np.concatenate([background(p, 300), p, background(p, 400)])) for t, p in found]
+
+
 def main() -> None:
-    args = parser(__doc__ or "").parse_args()
+    p = parser(__doc__ or "")
+    p.add_argument("--speech", default="espeak", choices=("espeak", "real"))
+    args = p.parse_args()
     voices = VOICES[:1] if args.quick else VOICES
     sentences = SENTENCES[:4] if args.quick else SENTENCES
-    clips = [(s, speak(s, 16000, voice=v, speed=sp)) for v, sp in voices for s in sentences]
+    if args.speech == "real":
+        clips = recordings()
+    else:
+        clips = [(s, speak(s, 16000, voice=v, speed=sp)) for v, sp in voices for s in sentences]
     result = asyncio.run(run(clips))
-    emit("voice_stt", {"quick": args.quick, "voices": voices, **result, **load()})
+    name = "voice_stt" + ("_real" if args.speech == "real" else "")
+    emit(name, {"quick": args.quick, "speech": args.speech, "voices": voices, **result, **load()})
 
 
 if __name__ == "__main__":

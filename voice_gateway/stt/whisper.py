@@ -12,9 +12,8 @@ utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 
 10 s made tiny.en loop on its own words). A short-window result that looks like a hallucination
 loop (compressible text, a phrase said again at once, or no word at all) is decoded again with a
 15 s window, and if that loops too, the standard way, with the 30 s window and faster-whisper's
-temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone
-audio) keep the standard window: there the short one was no more accurate (bench/voice_stt.py
-measures both)."""
+temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone audio) start from the
+15 s window (`WhisperStream.first_window`; the standard 30 s one until stop 43)."""
 
 from __future__ import annotations
 
@@ -124,8 +123,8 @@ def transcribe(
     retry_looped: bool = True,
     min_frames: int = SHORT_MIN_FRAMES,
 ) -> str:
-    """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (used for
-    narrowband speech, where the short window showed no gain in accuracy; see the module doc).
+    """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (the
+    baseline of bench/voice_stt.py; phone calls used it until stop 43, see the module doc).
     `retry_looped` False: a looped short-window text is returned as it is (see
     WhisperStream.speculate). `min_frames`: the first pass's smallest window."""
     model = load_model(threads, workers)
@@ -185,10 +184,8 @@ class WhisperStream(STTStream):
 
     async def _decode_quietly(self, pcm: bytes, retry_looped: bool = False) -> str:
         try:
-            text = await self.stt.decode(
-                pcm, full_window=self.narrowband, retry_looped=False, min_frames=self.min_frames
-            )
-            retry = retry_looped and not self.narrowband and self.min_frames < RETRY_MIN_FRAMES
+            text = await self.stt.decode(pcm, retry_looped=False, min_frames=self.first_window)
+            retry = retry_looped and self.first_window < RETRY_MIN_FRAMES
             if retry and looks_looped(text):
                 self.min_frames = RETRY_MIN_FRAMES  # the rest of the call starts from 15 s
                 text = await self.stt.decode(
@@ -201,6 +198,17 @@ class WhisperStream(STTStream):
     @property
     def narrowband(self) -> bool:
         return self.input_rate < 16000
+
+    @property
+    def first_window(self) -> int:
+        """The window this call's decodes start from: 15 s on phone calls (narrowband), where
+        the 30 s one (until stop 43) took 3-5x as long for no better words (bench/voice_stt.py:
+        real recordings 7.6 % WER at 15 s against 8.7 % at 30 s, espeak-ng 24.1 against 23.5 %;
+        a phone turn's decode on a Xeon ~0.3 instead of ~0.75 s); else `min_frames`. A looped
+        text still goes on to the 30 s window at the end of the turn (`transcribe`)."""
+        if self.narrowband:
+            return max(self.min_frames, RETRY_MIN_FRAMES)
+        return self.min_frames
 
     async def push(self, pcm16_16k: bytes) -> None:
         self.push_now(pcm16_16k)
@@ -221,7 +229,7 @@ class WhisperStream(STTStream):
         # speech cut wherever the partial fell loops often ("10 of 10 of"): such a text is not
         # shown, and not decoded again (the retries cost more than the partial is worth)
         try:
-            text = await self.stt.decode(pcm, full_window=self.narrowband, retry_looped=False)
+            text = await self.stt.decode(pcm, retry_looped=False, min_frames=self.first_window)
         except STTError:
             return
         if text and not looks_looped(text) and self.on_partial is not None:
@@ -248,7 +256,7 @@ class WhisperStream(STTStream):
         elif spec is not None and self.speculated and not spec.cancelled():
             if looks_looped(spec.result()):  # the same audio looped: from 15 s, for the call
                 self.min_frames = max(self.min_frames, RETRY_MIN_FRAMES)
-        return await self.stt.decode(pcm, full_window=self.narrowband, min_frames=self.min_frames)
+        return await self.stt.decode(pcm, min_frames=self.first_window)
 
     async def _stop_partial(self) -> None:
         task, self._partial_task = self._partial_task, None
