@@ -23,8 +23,8 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   silence (VG_TURN_SENTENCE_MS).
 `--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
 (bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
-decoded as a narrowband call's is (the 30 s window; until stop 42 not waited for by the
-model's "done", as the call then decoded the turn again at its end).
+decoded as a narrowband call's is (from the 15 s window, 30 s until stop 43; until stop 42 not
+waited for by the model's "done", as the call then decoded the turn again at its end).
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
 (in sample and leave-one-clip-out, with espeak-ng speech), printed as JSON
 (bench/results/turn_taking_cv.json).
@@ -55,7 +55,7 @@ from voice_gateway.endpoint.prosody import TailEnergy, faded
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
 from voice_gateway.endpoint.text import text_complete
 from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
-from voice_gateway.stt.whisper import WhisperSTT
+from voice_gateway.stt.whisper import RETRY_MIN_FRAMES, SHORT_MIN_FRAMES, WhisperSTT
 from voice_gateway.vad import create_vad
 
 PAUSES_MS = (300, 500, 800, 1200, 1500)
@@ -128,7 +128,8 @@ class Transcripts:
 
     def __init__(self, narrowband: bool = False) -> None:
         self.stt = WhisperSTT(threads=2)
-        self.narrowband = narrowband  # decoded as a phone call's pauses are: the 30 s window
+        # decoded as a phone call's pauses are: from the 15 s window (30 s until stop 43)
+        self.first = RETRY_MIN_FRAMES if narrowband else SHORT_MIN_FRAMES
         self.cache: dict[bytes, tuple[str, float]] = {}
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.stt.warmup())
@@ -136,7 +137,7 @@ class Transcripts:
     def get(self, pcm: bytes) -> tuple[str, float]:
         if pcm not in self.cache:
             start = time.perf_counter()
-            text = self.loop.run_until_complete(self.stt.decode(pcm, full_window=self.narrowband))
+            text = self.loop.run_until_complete(self.stt.decode(pcm, min_frames=self.first))
             self.cache[pcm] = (text, (time.perf_counter() - start) * 1000)
         return self.cache[pcm]
 
