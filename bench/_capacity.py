@@ -84,6 +84,34 @@ def start_workers(n: int, database_url: str, **kw: Any) -> GatewayProcess | Gate
     )
 
 
+def capacity_gateways(
+    tmp: str, policies: tuple[str, ...], name: str, **kw: Any
+) -> dict[str, GatewayProcess]:
+    """One gateway per turn-detection policy, as the whisper capacity benches compare them:
+    local whisper, instant TTS, a one-line reply, no sleeptime, no admission control (the
+    bench measures what the process holds), CPU split into STT, turn detection and the rest;
+    `kw`: anything more (e.g. the Twilio auth token)."""
+    from pathlib import Path
+
+    return {
+        policy: start_gateway(
+            f"sqlite+aiosqlite:///{Path(tmp) / f'{name}-{policy}.db'}",
+            llm={"reply": "Sure thing."},
+            stt="whisper",
+            tts="instant",
+            turn_detection=policy,
+            sleeptime_every_turns=10**6,
+            idle_timeout_s=600.0,
+            log_name=f"{name}.{policy}",
+            cpu_split=True,
+            process_max_calls=0,
+            admit_max_lag_ms=0,
+            **kw,
+        )
+        for policy in policies
+    }
+
+
 def overload_figures(results: list[dict[str, Any]], offered: int) -> dict[str, Any]:
     """How the offered calls fared: admitted (session.started), refused cleanly (closed 1013
     before any event), and half-served (anything else: admitted then failed, or refused in

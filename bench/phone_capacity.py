@@ -33,14 +33,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+from _capacity import capacity_gateways
 from _common import emit, parser, ratio, summary
 from _concurrency_rules import turn_metrics
-from _voice import load, start_gateway
+from _voice import load
 from turn_capacity import _pooled, turn_ends
 from voice_concurrency import settle
 
@@ -242,23 +242,7 @@ def main() -> None:
     calib: dict[str, Any] = {}
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        gws = {
-            policy: start_gateway(
-                f"sqlite+aiosqlite:///{Path(tmp) / f'phone-{policy}.db'}",
-                llm={"reply": "Sure thing."},
-                stt="whisper",
-                tts="instant",
-                turn_detection=policy,
-                twilio_auth_token=TOKEN,
-                sleeptime_every_turns=10**6,
-                idle_timeout_s=600.0,
-                log_name=f"phone_capacity.{policy}",
-                cpu_split=True,
-                process_max_calls=0,  # measure what the process holds: no admission control
-                admit_max_lag_ms=0,
-            )
-            for policy in POLICIES
-        }
+        gws = capacity_gateways(tmp, POLICIES, "phone_capacity", twilio_auth_token=TOKEN)
         try:
             agents = {policy: gw.agent(name="phone-line") for policy, gw in gws.items()}
             for policy, gw in gws.items():

@@ -51,15 +51,15 @@ import json
 import statistics
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _capacity import capacity_gateways
 from _common import emit, parser, ratio
 from _concurrency_consts import LONG_SPEECH
 from _concurrency_load import cycle_pattern
 from _concurrency_rules import behind, row
-from _voice import load, start_gateway, timed_client
+from _voice import load, timed_client
 from voice_concurrency import run_level, settle
 
 POLICIES = ("vad", "smart")
@@ -118,22 +118,7 @@ def main() -> None:
     out: list[dict[str, Any]] = []
     calib: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        gws = {
-            policy: start_gateway(
-                f"sqlite+aiosqlite:///{Path(tmp) / f'bench-{policy}.db'}",
-                llm={"reply": "Sure thing."},
-                stt="whisper",
-                tts="instant",
-                turn_detection=policy,
-                sleeptime_every_turns=10**6,
-                idle_timeout_s=600.0,
-                log_name=f"turn_capacity.{policy}",
-                cpu_split=True,
-                process_max_calls=0,  # measure what the process holds: no admission control
-                admit_max_lag_ms=0,
-            )
-            for policy in POLICIES
-        }
+        gws = capacity_gateways(tmp, POLICIES, "turn_capacity")
         try:
             agents = {
                 policy: [gw.agent(name=f"caller-{i}") for i in range(max(levels) + 1)]
