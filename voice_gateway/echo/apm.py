@@ -86,8 +86,22 @@ class ApmCanceller(EchoCanceller):
             self.double_talk.reference(None)
         return self._silence
 
+    def idle(self, now: float) -> bool:
+        """Nothing played can echo now and no reference is due: AEC3 has nothing to remove."""
+        return now - self._last_ref > self.TAIL_S and not (self._far and self._far[0][0] <= now)
+
     def near(self, frame: bytes) -> bytes:
         now = self.clock()
+        if self.idle(now):
+            # AEC3 is not run between replies: its four calls a frame (two 10 ms halves,
+            # reference and microphone, each a protobuf request to the livekit FFI) were the
+            # phone path's largest cost, ~1/3 of the event loop's time per phone frame
+            # (py-spy, bench/phone_capacity.py, stop 44), for audio it returned untouched.
+            # Render and capture are skipped together, so what it learned of the echo path
+            # (and their alignment) is there for the next reply.
+            if self.double_talk is not None:
+                self.double_talk.forget()
+            return frame  # the microphone as it is (and not counted in `energy`, as before)
         out = bytearray()
         for i in range(0, len(frame) - TEN_MS + 1, TEN_MS):
             self.apm.process_reverse_stream(self._frame(self._reference(now)))
@@ -95,7 +109,7 @@ class ApmCanceller(EchoCanceller):
             self.apm.process_stream(mic)
             out += bytes(mic.data.cast("B"))
         if now - self._last_ref > self.TAIL_S:
-            return frame  # nothing played can echo now: the microphone as it is
+            return frame  # stale reference only: the microphone as it is
         cleaned = bytes(out) + frame[len(out) :]
         if self.double_talk is not None and self.double_talk.over_echo(frame):
             self.double_s += len(frame) / (2 * RATE)

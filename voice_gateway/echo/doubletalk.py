@@ -46,6 +46,10 @@ class DoubleTalk:
     def reference(self, pcm: bytes | None) -> None:
         self._ref.append(power_db(pcm) if pcm is not None else 0.0)
 
+    def forget(self) -> None:
+        """No reference for longer than the echo window: none of it can still echo."""
+        self._ref.clear()
+
     def over_echo(self, mic: bytes) -> bool:
         """The frame is louder than any echo of the reference could be: double talk."""
         ref_db = max(self._ref, default=0.0)
