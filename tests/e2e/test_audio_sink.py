@@ -4,10 +4,13 @@ reader's path: STT must get the same audio, in order, whichever path carried eac
 A recording STT (a subclass of our base class) keeps what it was given per utterance; with
 `push_now` it takes frames of an utterance in the socket's read callback, without it every one
 of them goes through the call's reader task. Real speech (espeak-ng), a real WebSocket, paced
-in real time, so that the sink does take most frames when it can."""
+in real time, so that the sink does take most frames when it can: the browser's binary frames,
+and a phone call's Twilio media messages (JSON, base64 mu-law at 8 kHz, resampled to 16 kHz in
+whichever path takes the frame)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +21,7 @@ import pytest
 
 from tests.support.fault_providers import FaultLLM, Faults, FaultTTS
 from tests.support.gateway import running_gateway
+from tests.support.phone import TOKEN, TwilioCall, call_form, parse_twiml, sign
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
@@ -110,6 +114,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             stt=name,
             tts=name,
             sleeptime_model="scripted/demo",
+            twilio_auth_token=TOKEN,
         ) as srv,
         httpx.Client(base_url=srv.url, timeout=30) as http,
     ):
@@ -165,3 +170,41 @@ async def test_a_failing_push_now_fails_the_utterance_like_push(rig: Rig) -> Non
         assert final["text"] == HEARD
     finally:
         await c.close()
+
+
+PHONE_AUDIO = speak("Hello there, how are you today?", 8000)
+
+
+async def _phone_heard(rig: Rig, *, now: bool, sid: str) -> tuple[bytes, Record]:
+    rig.rec.reset(now=now)
+    resp = rig.http.post("/v1/agents/", json={"model": "openai/fault"})
+    assert resp.status_code == 201, resp.text
+    url = f"{rig.server.url}/v1/telephony/twilio/voice?agent_id={resp.json()['id']}"
+    form = call_form(sid)
+    hook = rig.http.post(url, data=form, headers={"X-Twilio-Signature": sign(url, form)})
+    assert hook.status_code == 200, hook.text
+    twiml = parse_twiml(hook.text)
+    call = await TwilioCall(twiml.stream_url, sid, twiml.parameters).connect()
+    try:
+        await call.begin()
+        await asyncio.sleep(0.4)  # the line's silence first, as a call starts
+        await call.say(PHONE_AUDIO)
+        await call.wait_until(lambda: rig.rec.utterances, 20, "the utterance's transcript")
+        await call.stop()
+        assert await call.wait_closed() == 1000
+    finally:
+        for task in call._tasks:
+            task.cancel()
+    assert len(rig.rec.utterances) == 1, [len(u) for u in rig.rec.utterances]
+    return rig.rec.utterances[0], rig.rec
+
+
+async def test_a_phone_call_takes_the_sink_and_stt_gets_the_same_audio(rig: Rig) -> None:
+    by_reader, rec = await _phone_heard(rig, now=False, sid="CA" + "5" * 32)
+    assert rec.by_sink == 0 and rec.by_reader > 10
+    by_sink, rec = await _phone_heard(rig, now=True, sid="CA" + "6" * 32)
+    # Twilio's media messages went to the session from the socket's read callback, decoded
+    # and resampled there (until stop 44 every phone frame went through the reader)
+    assert rec.by_sink > 20 and rec.by_sink > rec.by_reader, rec
+    assert len(by_sink) % 640 == 0 and len(by_sink) >= 0.8 * len(PHONE_AUDIO) * 4
+    assert by_sink == by_reader  # the same 16 kHz audio, nothing dropped, doubled or reordered

@@ -95,8 +95,9 @@ async def mixed(scope: dict[str, Any], send: Any, conn_id: str) -> None:
 
 async def sink_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The audio sink extension (what pipeline/session.py `audio_now` uses): binary frames
-    whose first byte is even are taken by the sink, odd ones declined; everything is logged in
-    the order the app saw it, and "report" sends the log back."""
+    whose first byte is even are taken by the sink, odd ones declined, and the same for text
+    frames "m<n>" and the text sink; everything is logged in the order the app saw it, and
+    "report" sends the log back."""
     log: list[str] = []
 
     def sink(data: bytes) -> bool:
@@ -105,9 +106,16 @@ async def sink_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         log.append(f"sink:{data[0]}")
         return True
 
+    def text_sink(text: str) -> bool:  # "m<n>" (a Twilio media message, say) with n even
+        if not text.startswith("m") or int(text[1:]) % 2:
+            return False
+        log.append(f"tsink:{text[1:]}")
+        return True
+
     ext = scope["extensions"].get(SINK_EXTENSION)
     if ext is not None:
         ext["set"](sink)
+        ext["set_text"](text_sink)
     while True:
         msg = await receive()
         if msg["type"] == "websocket.disconnect":
@@ -375,6 +383,26 @@ def test_audio_sink_takes_frames_only_in_order(server: ServerThread) -> None:
         assert took and all(b % 2 == 0 for b in took)  # declined frames never count as taken
         assert not {6, 8} & took  # sent while the app was busy with frame 1: queued
         assert {2, 4, 10, 12} <= took
+    else:
+        assert not took
+
+
+def test_text_sink_takes_text_frames_only_in_order(server: ServerThread) -> None:
+    """The text sink (a phone call's JSON media messages, protocol/twilio.py) sees a text frame
+    on the same terms: only while the app waits with nothing queued; what it declines, and
+    what comes while the app is busy (after binary frame 1), reaches the app in order."""
+    sent: list[str | bytes] = ["m2", "m3", "m4", bytes([1]) * 640, "m6", "m8", "m10", "m12"]
+    with client(server, "/sink") as ws:
+        for m in sent:
+            ws.send(m)
+            time.sleep(0.15 if m == "m8" else 0.01)  # m6 and m8 come while the app is busy
+        ws.send("report")
+        log = str(ws.recv(timeout=5)).split()
+    assert [e.split(":")[1].lstrip("m") for e in log] == ["2", "3", "4", "1", "6", "8", "10", "12"]
+    took = {int(e.split(":")[1]) for e in log if e.startswith("tsink:")}
+    if is_fast(server):
+        assert {2, 4, 10, 12} == took  # m3 declined; m6 and m8 queued behind frame 1
+        assert "text:m3" in log and "text:m6" in log and "text:m8" in log
     else:
         assert not took
 

@@ -10,7 +10,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from agents.approvals import Answer, ClientTool
@@ -33,7 +32,7 @@ from voice_gateway.pipeline.call_end import (
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
 from voice_gateway.pipeline.reply import Reply, UserTurn
-from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
+from voice_gateway.pipeline.services import APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
@@ -57,22 +56,12 @@ from voice_gateway.pipeline.turn import (
     TurnDetector,
     TurnEvent,
 )
-from voice_gateway.stt.base import STTError, STTStream
+from voice_gateway.pipeline.utterance import Utterance, user_turn
+from voice_gateway.stt.base import STTStream
 
 log = logging.getLogger(__name__)
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
-
-
-@dataclass(slots=True)
-class _Utterance:
-    transcript: asyncio.Task[str | Exception]
-    turn_id: str  # also on the utterance's transcript.partial events
-    speech_end_at: float  # monotonic time the caller stopped speaking
-    endpoint_at: float  # when the silence made it a turn
-    turn_taking: dict[str, Any]  # for turn.metrics: end_of_turn_ms, the verdict
-    judge: asyncio.Task[None] | None = None  # speech over a reply: is it an interruption?
-    ignored: bool = False  # a backchannel or echo: no turn
 
 
 class VoiceSession:
@@ -96,7 +85,7 @@ class VoiceSession:
         self.session_id = new_id("sess")
         self.conversation_id: str | None = None
         self.output_rate = 16000
-        self.turns: asyncio.Queue[UserTurn | _Utterance] = asyncio.Queue()
+        self.turns: asyncio.Queue[UserTurn | Utterance] = asyncio.Queue()
         self.busy = False
         self.reply: Reply | None = None
         self.reply_task: asyncio.Task[None] | None = None
@@ -107,7 +96,7 @@ class VoiceSession:
         self.turn_count = 0
         self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
         self._buf = b""
-        self._fed: tuple[bytes, list[TurnEvent]] | None = None  # see audio_now
+        self._fed: tuple[bytes, bytes, list[TurnEvent] | None] | None = None  # see audio_now
         # extra per-call tasks run in the call's task group (the route's quota watcher)
         self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.ended = asyncio.Event()  # run() returned
@@ -243,15 +232,22 @@ class VoiceSession:
         """The transport's audio sink (Transport.audio_sink): a 20 ms frame that makes no turn
         event (most frames; in an utterance, if STT takes it at once: `feed_now`) is handled
         here, without waking the input task (docs/benchmarks.md, issue 20). Any other goes on
-        through `receive`; `_frame` then picks up from the detector's result (`_fed`)."""
-        det = self.detector
-        if len(pcm) != FRAME_BYTES or self.resampler or self._buf:
+        through `receive`; `_audio` then picks up from what was done here (`_fed`: the frame
+        as it came, resampled to 16 kHz, and the detector's events if it was fed)."""
+        det, frame = self.detector, pcm
+        if self._buf or self._fed is not None:
+            return False
+        if self.resampler is not None:  # a phone call's 8 kHz: the resampler's state moves on
+            frame = self.resampler.process(pcm)
+            self._fed = (pcm, frame, None)
+        if len(frame) != FRAME_BYTES:
             return False
         self.last_rx, was_in = time.monotonic(), det.in_confirmed_utterance
-        events = det.feed(pcm, self.echo.near(pcm) if self.echo_on else None)
-        if events or (det.in_confirmed_utterance and not (was_in and self.stt.feed_now(pcm))):
-            self._fed = (pcm, events)
+        events = det.feed(frame, self.echo.near(frame) if self.echo_on else None)
+        if events or (det.in_confirmed_utterance and not (was_in and self.stt.feed_now(frame))):
+            self._fed = (pcm, frame, events)
             return False
+        self._fed = None
         self.barge_in.frame()
         return True
 
@@ -264,7 +260,7 @@ class VoiceSession:
             elif isinstance(item, TextIn):
                 self.interrupt("barge_in")
                 await self.send("transcript.final", turn_id=(tid := new_id("turn")), text=item.text)
-                await self.turns.put(UserTurn(item.text, tid, notes=self._take_notes()))
+                await self.turns.put(UserTurn(item.text, tid, notes=self.take_notes()))
             elif isinstance(item, Played):
                 self.last_played = (item.item_id, item.played_ms)
                 if self.reply is not None and self.reply.item_id == item.item_id:
@@ -284,7 +280,13 @@ class VoiceSession:
                 return "idle" if item.code == CLOSE_GOING_AWAY else "gone"
 
     async def _audio(self, pcm: bytes) -> None:
-        if self.resampler is not None:
+        fed = self._fed
+        if fed is not None and fed[0] is pcm:  # audio_now took it this far
+            if fed[2] is not None:
+                await self._frame(fed[1])
+                return
+            self._fed, pcm = None, fed[1]
+        elif self.resampler is not None:
             pcm = self.resampler.process(pcm)
         elif not self._buf and len(pcm) == FRAME_BYTES:  # the common case: one 20 ms frame
             await self._frame(pcm)
@@ -300,8 +302,8 @@ class VoiceSession:
         # STT gets the microphone as it was: AEC3 still learning the echo path suppressed a
         # caller talking over the reply by up to 29 dB (docs/operations.md, Turn-taking)
         fed, self._fed = self._fed, None
-        if fed is not None and fed[0] is frame:  # audio_now fed the detector already
-            events = fed[1]
+        if fed is not None and fed[1] is frame and fed[2] is not None:  # audio_now fed it
+            events = fed[2]
         else:
             events = self.detector.feed(frame, self.echo.near(frame) if self.echo_on else None)
         # a confirmation carries the utterance so far (this frame included) to STT
@@ -338,7 +340,7 @@ class VoiceSession:
             turn_id, self.utterance_turn_id = self.utterance_turn_id, new_id("turn")
             verdict = ev.verdict.as_dict() if ev.verdict is not None else None
             taking = {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict}
-            u = _Utterance(transcript, turn_id, now - lag_s, now, taking)
+            u = Utterance(transcript, turn_id, now - lag_s, now, taking)
             if (overlap := self.barge_in.ended()) is not None:
                 u.judge = self.tg.create_task(self._judge(u, overlap))
             await self.turns.put(u)
@@ -357,7 +359,7 @@ class VoiceSession:
         self.gw.metrics.speech_ignored.labels(reason).inc()
         await self.send("speech.ignored", turn_id=turn_id, reason=reason, text=text)
 
-    async def _judge(self, u: _Utterance, overlap: Overlap) -> None:
+    async def _judge(self, u: Utterance, overlap: Overlap) -> None:
         u.ignored = await self.barge_in.judge_final(u.transcript, u.turn_id, overlap)
 
     def interrupt(self, reason: str) -> None:
@@ -379,7 +381,7 @@ class VoiceSession:
                 continue
             self.busy = True
             try:
-                turn = await self._transcribe(item) if isinstance(item, _Utterance) else item
+                turn = await user_turn(self, item) if isinstance(item, Utterance) else item
                 if turn is None:
                     continue
                 if self.detector.speaking and not turn.greeting:
@@ -412,39 +414,6 @@ class VoiceSession:
             return await self.stt.finish(speculated=speculated)
         except Exception as exc:
             return exc
-
-    async def _transcribe(self, u: _Utterance) -> UserTurn | None:
-        turn_id = u.turn_id
-        await asyncio.wait([u.transcript] if u.judge is None else [u.transcript, u.judge])
-        if u.transcript.cancelled() or u.ignored:
-            return None
-        result = u.transcript.result()
-        if isinstance(result, Exception):
-            exc = result
-            if not isinstance(exc, STTError):
-                log.error("speech-to-text failed", exc_info=exc)
-            provider = exc.provider if isinstance(exc, STTError) else self.voice.stt.name
-            self.gw.metrics.provider_error("stt", provider)
-            await self.transport.error("stt_error", f"speech-to-text failed: {exc}")
-            await self.speak_phrase(STT_APOLOGY)
-            return None
-        text = result.strip()
-        stt_ms = (time.monotonic() - u.endpoint_at) * 1000
-        speech_end_at, endpoint_at = u.speech_end_at, u.endpoint_at
-        if self.carry_text:
-            text, self.carry_text = f"{self.carry_text} {text}".strip(), ""
-        if not text:
-            return None
-        await self.send("transcript.final", turn_id=turn_id, text=text)
-        return UserTurn(
-            text,
-            turn_id,
-            notes=self._take_notes(),
-            speech_end_at=speech_end_at,
-            endpointing_ms=(endpoint_at - speech_end_at) * 1000,
-            stt_ms=stt_ms,
-            turn_taking=u.turn_taking,
-        )
 
     async def _partial(self, text: str) -> None:
         await self.send("transcript.partial", turn_id=self.utterance_turn_id, text=text)
@@ -488,7 +457,7 @@ class VoiceSession:
         text = await render_greeting(self.gw.memory, self.agent, self.identity_id)
         return UserTurn(text, new_id("turn"), greeting=True)
 
-    def _take_notes(self) -> list[str]:
+    def take_notes(self) -> list[str]:
         notes, self.pending_notes = self.pending_notes, []
         return notes
 

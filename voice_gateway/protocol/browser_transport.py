@@ -55,11 +55,6 @@ class BrowserTransport(SocketTransport):
             SEND_EXTENSION, "send"
         )
 
-    def _extension(self, name: str, key: str) -> Any:
-        """A callable of our protocol's ASGI extension `name` (protocol/uvicorn_ws.py), or
-        None on another protocol."""
-        return ((self.ws.scope.get("extensions") or {}).get(name) or {}).get(key)
-
     async def _next(self) -> dict[str, Any] | None:
         """One raw frame, with the size limit applied; None when the peer is gone."""
         try:

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from voice_gateway.pipeline.transport import (
     TextIn,
 )
 from voice_gateway.protocol.socket import SocketTransport
+from voice_gateway.protocol.uvicorn_ws import SEND_EXTENSION, SINK_EXTENSION
 
 log = logging.getLogger(__name__)
 CLOSE_UNSUPPORTED = 1003  # mediaFormat other than audio/x-mulaw 8000 mono
@@ -37,6 +39,7 @@ PHONE_RATE = 8000
 DTMF_GAP_S = 1.2  # digits pressed within this gap form one note; '#' ends the entry at once
 LOG_EVERY = 500  # repeated bad frames are logged once, then every LOG_EVERY-th time
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_DECLINED: dict[str, Any] = {"event": "media"}  # stands for the audio the sink declined
 
 
 def safe_text(value: object) -> str:
@@ -66,6 +69,12 @@ class TwilioTransport(SocketTransport):
         self._cleared: set[str] = set()  # after `clear` Twilio echoes the remaining marks
         self._digits = ""
         self._digits_due = 0.0
+        # on our own WebSocket protocol: queue a message without the ASGI send chain
+        self.send_now: Callable[[bytes | str], bool] | None = self._extension(
+            SEND_EXTENSION, "send"
+        )
+        self._declined: tuple[str, bytes] | None = None  # (its text, its audio)
+        self._declined_pcm = b""
 
     def _drop(self, kind: str, message: str, *args: object) -> None:
         n = self.dropped[kind] = self.dropped.get(kind, 0) + 1
@@ -94,6 +103,10 @@ class TwilioTransport(SocketTransport):
             if text is None:
                 self._drop("binary", "binary frame ignored (Media Streams is JSON text)")
                 continue
+            declined, self._declined = self._declined, None
+            if declined is not None and declined[0] is text:  # the sink decoded it already
+                self._declined_pcm = declined[1]
+                return _DECLINED
             try:
                 data = json.loads(text)
             # ValueError covers JSONDecodeError and, found by tests/fuzz, numbers of over 4300
@@ -169,8 +182,47 @@ class TwilioTransport(SocketTransport):
             if item is not None:
                 return item
 
+    def audio_sink(self, sink: Callable[[bytes], bool] | None) -> bool:
+        """On our own WebSocket protocol (protocol/uvicorn_ws.py) a well-formed `media`
+        message is decoded in the socket's read callback and its audio (8 kHz PCM16) offered to
+        `sink`, as the browser's binary frames are: no reader wake-up, no ASGI receive chain.
+        Every other message, and audio the sink declines, comes through `receive` as before
+        (a declined frame is not decoded twice: it is the next message `receive` reads)."""
+        setter = self._extension(SINK_EXTENSION, "set_text")
+        if setter is None:
+            return False
+        if sink is None:
+            setter(None)
+            return True
+
+        def take(text: str) -> bool:
+            pcm = self._media_pcm(text)
+            if pcm is None:
+                return False
+            if sink(pcm):
+                return True
+            self._declined = (text, pcm)
+            return False
+
+        setter(take)
+        return True
+
+    @staticmethod
+    def _media_pcm(text: str) -> bytes | None:
+        """The audio of a well-formed `media` message; None for anything else, which `receive`
+        then reads (and reports) as usual."""
+        try:
+            msg = json.loads(text)
+            payload = msg["media"]["payload"] if msg["event"] == "media" else None
+            raw = base64.b64decode(payload, validate=True) if isinstance(payload, str) else b""
+        except (ValueError, RecursionError, TypeError, KeyError, binascii.Error):
+            return None
+        return ulaw_decode(raw).tobytes() if raw else None
+
     def _inbound(self, msg: dict[str, Any]) -> Inbound | None:
         event = msg.get("event")
+        if msg is _DECLINED:
+            return AudioIn(self._declined_pcm)
         if event == "media":
             media = msg.get("media")
             payload = media.get("payload", "") if isinstance(media, dict) else None
@@ -179,7 +231,7 @@ class TwilioTransport(SocketTransport):
             except (binascii.Error, ValueError, TypeError):
                 self._drop("base64", "media with bad base64 dropped")
                 return None
-            return AudioIn(ulaw_decode(raw).astype("<i2").tobytes())
+            return AudioIn(ulaw_decode(raw).tobytes())
         if event == "mark":
             mark = msg.get("mark")
             played = self._played(mark.get("name", "") if isinstance(mark, dict) else "")
@@ -224,8 +276,11 @@ class TwilioTransport(SocketTransport):
     async def _send(self, msg: dict[str, Any]) -> None:
         if self.closed or self.stopped:
             return
+        text = json.dumps(msg)
+        if self.send_now is not None and self.send_now(text):
+            return
         try:
-            await self.ws.send_text(json.dumps(msg))
+            await self.ws.send_text(text)
         except (WebSocketDisconnect, RuntimeError, OSError):
             self.closed = True
 

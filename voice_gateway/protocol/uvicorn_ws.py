@@ -19,11 +19,12 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
 - Messages wait in a deque with one waiter future instead of an asyncio.Queue.
 - Reading is paused when `ws_max_queue` messages wait unread (backpressure) and resumed when
   half of them are read, instead of after each message.
-- An audio sink (the `voice_gateway.audio_sink` ASGI extension: `set(sink)`): while the app's
-  reader waits with nothing queued, a binary frame goes straight to `sink(payload)` from the
-  read callback; the sink returns False to have it queued as usual. That skips the waiter
-  future, the reader task's wake-up and its coroutine chain for most of a call's frames
-  (pipeline/session.py `audio_now`; measured in docs/benchmarks.md).
+- An audio sink (the `voice_gateway.audio_sink` ASGI extension: `set(sink)` for binary
+  frames, `set_text(sink)` for text frames, e.g. Twilio's JSON media messages): while the app's
+  reader waits with nothing queued, such a frame goes straight to `sink(payload)` (bytes, or
+  the decoded str) from the read callback; the sink returns False to have it queued as usual.
+  That skips the waiter future, the reader task's wake-up and its coroutine chain for most of
+  a call's frames (pipeline/session.py `audio_now`; measured in docs/benchmarks.md).
 - Outgoing data frames (the app's `websocket.send`) are framed here and written once per event
   loop iteration: what a call sends in one go (a reply's first 240 ms of audio, the events
   that end a turn) is one system call instead of one per message; each message is still its
@@ -126,14 +127,21 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
         self.owed = 0  # bytes of a frame being passed to the library still to come
         self.out: list[bytes] = []  # frames to write at the end of this loop iteration
         self.sink: Callable[[bytes], bool] | None = None  # see SINK_EXTENSION
+        self.text_sink: Callable[[str], bool] | None = None
 
     async def run_asgi(self) -> None:
-        self.scope["extensions"][SINK_EXTENSION] = {"set": self._set_sink}
+        self.scope["extensions"][SINK_EXTENSION] = {
+            "set": self._set_sink,
+            "set_text": self._set_text_sink,
+        }
         self.scope["extensions"][SEND_EXTENSION] = {"send": self.send_now}
         await super().run_asgi()
 
     def _set_sink(self, sink: Callable[[bytes], bool] | None) -> None:
         self.sink = sink
+
+    def _set_text_sink(self, sink: Callable[[str], bool] | None) -> None:
+        self.text_sink = sink
 
     # ---- the handshake: the library's, then the fast path if nothing else arrived ---------
 
@@ -258,7 +266,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
                     break
                 payload = apply_mask(data[start + 4 : end], data[start : start + 4])
                 if b0 == _BINARY:
-                    if not self._sunk(payload):
+                    if not self._sunk(self.sink, payload):
                         self._deliver({"type": "websocket.receive", "bytes": payload})
                 else:
                     try:
@@ -266,7 +274,8 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
                     except UnicodeDecodeError:
                         super().data_received(data[pos:end])  # the library's path: 1007
                     else:
-                        self._deliver({"type": "websocket.receive", "text": text})
+                        if not self._sunk(self.text_sink, text):
+                            self._deliver({"type": "websocket.receive", "text": text})
             elif end > n:  # a control frame or a fragment: the library reads it
                 self.owed = end - n
                 super().data_received(data[pos:])
@@ -298,10 +307,10 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
 
     # ---- the app's side ----------------------------------------------------------------------
 
-    def _sunk(self, payload: bytes) -> bool:
+    def _sunk(self, sink: Callable[[Any], bool] | None, payload: bytes | str) -> bool:
         """Did the sink take the frame? Only while the reader waits and nothing is queued, so
         the app sees every message in order."""
-        sink, inbox = self.sink, self.inbox
+        inbox = self.inbox
         waiter = inbox.waiter
         if sink is None or waiter is None or waiter.done() or inbox.items:
             return False
@@ -309,7 +318,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
             return sink(payload)
         except Exception:  # the read callback must not fail: the app's own path reports it
             log.exception("the audio sink failed; frames go to the app's reader from now on")
-            self.sink = None
+            self.sink = self.text_sink = None
             return False
 
     def _deliver(self, message: ASGIReceiveEvent) -> None:
