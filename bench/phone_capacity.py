@@ -51,6 +51,7 @@ from voice_gateway.pipeline.audio import resample_whole
 POLICIES = ("vad", "auto")  # auto: what a phone call gets by default (smart)
 TARGET = 0.75
 DEADLINE_S = 2.5  # last sound -> first reply media, or the turn is unanswered
+END_ROOM_S = 1.8  # the line's room tone after a turn's last sound it needs to end (smart: 1.6)
 BUDGET_OVER_IDLE_MS = 100.0
 
 
@@ -106,11 +107,15 @@ class LoadPhone(TwilioCall):
         self.done_at = time.monotonic()
 
     def replies(self, until: float) -> list[float | None]:
-        """Per turn whose verdict is in before `until`: last sound -> first reply media (ms)."""
+        """Per turn whose verdict is in before `until` and whose line went on long enough after
+        its last sound for any policy to end it (END_ROOM_S): last sound -> first reply media
+        (ms). Until stop 44 a turn whose last sound came in the line's last 0.4 s (of 30 s) was
+        counted unanswered: the silence that would have ended it was never sent (10 `vad`
+        calls: 2 of 50 turns, a failed level)."""
         media = [r.at for r in self.received if r.msg.get("event") == "media"]
         out: list[float | None] = []
         for at in self.last_sent:
-            if at + DEADLINE_S > until:
+            if at + DEADLINE_S > until or at + END_ROOM_S > self.done_at:
                 continue
             first = next((m for m in media if m >= at), None)
             ok = first is not None and first - at <= DEADLINE_S
