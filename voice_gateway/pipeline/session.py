@@ -96,6 +96,7 @@ class VoiceSession:
         self.turn_count = 0
         self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
         self._buf = b""
+        self.in_frame_bytes = FRAME_BYTES  # 20 ms at the input rate
         self._fed: tuple[bytes, bytes, list[TurnEvent] | None] | None = None  # see audio_now
         # extra per-call tasks run in the call's task group (the route's quota watcher)
         self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -172,6 +173,7 @@ class VoiceSession:
 
     async def _setup(self, info: StartInfo) -> None:
         self.input_rate, self.output_rate = info.input_rate, info.output_rate
+        self.in_frame_bytes = info.input_rate // 50 * 2
         self.resampler = (
             StreamingResampler(info.input_rate, 16000) if info.input_rate != 16000 else None
         )
@@ -238,6 +240,8 @@ class VoiceSession:
         if self._buf or self._fed is not None:
             return False
         if self.resampler is not None:  # a phone call's 8 kHz: the resampler's state moves on
+            if len(pcm) != self.in_frame_bytes:  # only a 20 ms frame: the rest, as before
+                return False  # (`receive`'s checks first: a frame it refuses never gets here)
             frame = self.resampler.process(pcm)
             self._fed = (pcm, frame, None)
         if len(frame) != FRAME_BYTES:
