@@ -304,3 +304,85 @@ async def test_an_echo_that_checks_heard_stays_echo_unless_the_caller_joined(
         assert "ended (9 words, " in caplog.text and "dB removed as echo) -> interruption" in (
             caplog.text
         )
+
+
+class Replies(Call):
+    """A call whose replies follow one another: `next_reply()` ends the one playing and starts
+    another, with other words, as the session's turn loop does."""
+
+    def __init__(self, transcript: str | None, *, echo_on: bool = False) -> None:
+        super().__init__(transcript, echo_on=echo_on)
+        self.current: object | None = object()
+        self.text = REPLY
+        self.barge.reply = lambda: self.current
+        self.barge.reply_text = lambda: self.text
+
+    def next_reply(self) -> None:
+        self.current, self.text = object(), "Okay."
+
+    def end_reply(self) -> None:
+        self.current, self.text, self.playing = None, "", False
+
+
+async def test_a_transcript_late_on_a_busy_machine_is_judged_against_the_reply_it_was_over() -> (
+    None
+):
+    """Seen under load (tests/e2e speakerphone test): the greeting's echo ended undecided, its
+    whole transcript came after the greeting had ended and the next reply had begun. It is
+    still the greeting's echo, ignored; and a late verdict of "interruption" never cuts the
+    next reply, which nobody spoke over."""
+    echo = Replies("sentence", echo_on=True)
+    echo.barge.echo = Removing(3.0)
+    await echo.speak(200)
+    ov = echo.barge.ended()
+    assert ov is not None
+    echo.next_reply()  # the greeting ended, the next reply plays
+    heard = "here is sentence number"  # the greeting's words, not the next reply's
+    final = asyncio.ensure_future(asyncio.sleep(0, result=heard))
+    assert await echo.barge.judge_final(final, "turn-1", ov) is True
+    assert echo.ignored == [("echo", heard)] and echo.interrupts == []
+    caller = Replies("Wait")
+    await caller.speak(200)
+    ov = caller.barge.ended()
+    assert ov is not None
+    caller.next_reply()
+    final = asyncio.ensure_future(asyncio.sleep(0, result="Wait, I meant Tuesday."))
+    assert await caller.barge.judge_final(final, "turn-1", ov) is False  # a turn of its own
+    assert caller.interrupts == []  # the next reply plays on
+
+
+@pytest.mark.parametrize(
+    ("heard", "echo_on", "ignored"),
+    [
+        ("here is sentence number one", True, "echo"),  # the ended reply's echo: no turn
+        ("yeah", True, None),  # said as the reply ended: an answer, a turn of its own
+        ("I meant Tuesday", True, None),
+        ("here is sentence number one", False, None),  # no canceller: nothing is echo
+    ],
+)
+async def test_speech_that_outlives_the_reply_is_judged_at_its_end(
+    heard: str, echo_on: bool, ignored: str | None
+) -> None:
+    """The reply ended while speech that no check had heard as the caller's went on (its
+    echo's tail, on a speakerphone): with the canceller on it is judged when it ends; a
+    backchannel then is an answer, not speech over a reply."""
+    call = Replies("sentence number", echo_on=echo_on)
+    call.barge.echo = Removing(3.0)
+    call.barge.confirmed(0)
+    for _ in range(10):
+        call.t += 20
+        call.barge.frame()
+    call.end_reply()
+    for _ in range(40):  # past max_ms: nothing to cut, and no check starts
+        call.t += 20
+        call.barge.frame()
+        await asyncio.sleep(0)
+    ov = call.barge.ended()
+    if not echo_on:
+        assert ov is None  # decided when the reply ended: a turn, as before
+        return
+    assert ov is not None and ov.outlived
+    final = asyncio.ensure_future(asyncio.sleep(0, result=heard))
+    assert await call.barge.judge_final(final, "turn-1", ov) is (ignored is not None)
+    assert call.ignored == ([(ignored, heard)] if ignored else [])
+    assert call.interrupts == []

@@ -109,6 +109,9 @@ class Overlap:
     """Speech that started while a reply was playing, not judged yet."""
 
     start_ms: int  # on the input timeline
+    reply: object  # the reply it was spoken over: no other may be cut for it
+    reply_text: str  # that reply's words (what its echo says), kept past the reply's end: a
+    # transcript late on a busy machine is judged against them, not the next reply's
     energy: tuple[float, float] = (0.0, 0.0)  # the canceller's totals when it began
     check: asyncio.Task[None] | None = None  # transcribing it
     checked_ms: int = 0  # how much of it the last check had heard
@@ -117,6 +120,7 @@ class Overlap:
     # the last check judged (None: no check has judged it yet)
     end_energy: tuple[float, float] | None = None  # the totals when it ended
     decided: bool = False
+    outlived: bool = False  # the reply ended while this speech, perhaps its echo, went on
 
 
 Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
@@ -142,12 +146,13 @@ class BargeIn:
     # the newest speculative decode: a check's own is cancelled by a newer one when the speech
     # pauses (a comma in "Wait, stop"), and that one, of more of the same speech, answers it
     latest: Callable[[], asyncio.Future[str] | None] = lambda: None
+    reply: Callable[[], object] = lambda: None  # the reply under way (its identity)
     overlap: Overlap | None = None
 
     def confirmed(self, start_ms: int) -> None:
         """Speech long enough to count: over a playing reply it is judged, else it cancels."""
         if self.playing():
-            self.overlap = Overlap(start_ms, self.echo.energy())
+            self.overlap = Overlap(start_ms, self.reply(), self.reply_text(), self.echo.energy())
         else:
             self.interrupt("barge_in")  # (a no-op unless a reply is under way, still silent)
 
@@ -158,8 +163,12 @@ class BargeIn:
         if ov is None or ov.decided:
             return
         spoken_ms = self.now_ms() - ov.start_ms
-        if not self.playing():  # the reply ended (or was cut) while this speech went on
-            self._cancel(ov, "")
+        if not self.playing() or self.reply() is not ov.reply:
+            # the reply ended (or was cut) while this speech went on: what no check has
+            # heard as words of the caller's may be its echo's tail, judged at its end
+            ov.outlived = True
+            if not (self.echo_on and ov.echo):
+                self._cancel(ov, "")  # (a turn of its own, as speech after a reply is)
         elif spoken_ms >= self.max_ms and not (self.echo_on and ov.echo):
             self._cancel(ov, f"{spoken_ms} ms of speech")  # unless it may be the echo
         elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
@@ -168,10 +177,17 @@ class BargeIn:
                 self._cancel(ov, "no partial transcript from this STT")
             else:  # an echo is checked again every check_ms: the caller may join in
                 ov.checked_ms = spoken_ms
+                ov.reply_text = self.reply_text() or ov.reply_text  # (sentences added)
                 ov.check = self.spawn(self._check(ov, spec, self.echo.energy()))
 
     def _cancel(self, ov: Overlap, why: str) -> None:
         ov.decided = True
+        self._interrupt(ov, why)
+
+    def _interrupt(self, ov: Overlap, why: str) -> None:
+        """Cut the reply the speech was over, if it is still the one under way."""
+        if self.reply() is not ov.reply:
+            return  # (a late verdict must not cut the next reply: it was not spoken over)
         if why:
             log.info("barge-in: %s", why)
         self.interrupt("barge_in")
@@ -189,7 +205,7 @@ class BargeIn:
         if ov.decided or spec.cancelled() or spec.exception() is not None:
             return
         removed = self.removed(ov)
-        reason = self.reason(spec.result(), removed)
+        reason = self.reason(spec.result(), removed, ov.reply_text)
         unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
         learning = reason is None and self.echo_on and self.echo.cancelled_s < LEARNING_S
         if unsure:
@@ -235,8 +251,8 @@ class BargeIn:
         """dB of the overlap's sound that the echo canceller took out (echo's share)."""
         return removed_db(ov.energy, ov.end_energy or self.echo.energy())
 
-    def reason(self, text: str, removed: float) -> str | None:
-        return judge(text, self.phrases, self.reply_text(), self.echo_on, removed)
+    def reason(self, text: str, removed: float, reply_text: str) -> str | None:
+        return judge(text, self.phrases, reply_text, self.echo_on, removed)
 
     def ended(self) -> Overlap | None:
         """The utterance ended: its overlap if still undecided (judge it with `judge_final`)."""
@@ -244,6 +260,8 @@ class BargeIn:
         if ov is None or ov.decided:
             return None
         ov.decided, ov.end_energy = True, self.echo.energy()
+        if self.reply() is ov.reply:
+            ov.reply_text = self.reply_text() or ov.reply_text
         return ov
 
     async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str, ov: Overlap) -> bool:
@@ -253,15 +271,18 @@ class BargeIn:
         result = None if transcript.cancelled() else transcript.result()
         text = result.strip() if isinstance(result, str) else None
         removed = self.removed(ov)
-        reason = None if text is None else self.reason(text, removed) or self._echo_since(ov)
+        reason = None
+        if text is not None:
+            reason = self.reason(text, removed, ov.reply_text) or self._echo_since(ov)
+        if ov.outlived and reason != "echo":
+            reason = None  # said as the reply ended, not over it: an answer, not a backchannel
         if reason is None or text is None:
-            log.info(
-                "barge-in: the utterance over the reply ended (%s, %.1f dB removed as echo)"
+            heard = "no transcript" if text is None else f"{len(words(text))} words"
+            self._interrupt(
+                ov,
+                f"the utterance over the reply ended ({heard}, {removed:.1f} dB removed as echo)"
                 " -> interruption",
-                "no transcript" if text is None else f"{len(words(text))} words",
-                removed,
             )
-            self.interrupt("barge_in")
             return False
         await self.on_ignored(turn_id, reason, text)
         return True

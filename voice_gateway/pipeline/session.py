@@ -201,6 +201,7 @@ class VoiceSession:
             now_ms=lambda: self.detector.last_voiced_ms,
             playing=self._reply_playing,
             reply_text=self._reply_text,
+            reply=lambda: self.reply,
             interrupt=self.interrupt,
             speculate=lambda: self.stt.speculate(),
             latest=lambda: self.stt.speculation(),
