@@ -94,3 +94,54 @@ def test_webrtc_after_digital_silence_hears_room_tone_as_silence() -> None:
         assert ends[0] == ends[1], (clip.name, ends)
         _, last = speech_span(clip.pcm)
         assert (ends[0] - 15 - last) * 20 <= 200, (clip.name, ends)
+
+
+SENTENCES = (SENTENCE, "What time does the library open tomorrow morning?", "Please tell me a little bit about the weather today.")
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_webrtc_never_calls_digital_silence_speech(text: str) -> None:
+    """webrtcvad's hangover calls the first 80-120 ms of all-zero frames after espeak-ng's
+    speech voiced; the gateway's VAD ends the speech at its last sound instead."""
+    speech = speak(text)
+    pcm = np.concatenate([silence(300), speech, silence(800)])
+    voiced = decisions("webrtc", pcm)
+    last_sound = (300 + last_sound_ms(speech)) // 20  # the frame after the last with sound
+    assert max(i for i, v in enumerate(voiced) if v) + 1 <= last_sound + 1
+    raw = __import__("webrtcvad").Vad(3)
+    hangover = [raw.is_speech(f, 16000) for f in frames(pcm, 16000)]
+    assert max(i for i, v in enumerate(hangover) if v) + 1 >= last_sound + 3  # what it fixes
+
+
+def test_webrtc_quiet_sound_is_still_judged() -> None:
+    """Only exact zeros are silence by rule: a frame of ±1 (dither) and a quiet voice go to
+    webrtcvad as before, and speech resumes after zeros at once."""
+    vad = create_vad("webrtc")
+    speech = speak(SENTENCE)
+    quiet = (speech // 8).astype(np.int16)  # -18 dB
+    dither = np.resize(np.array([1, -1], dtype=np.int16), 16000)
+    pcm = np.concatenate([silence(300), quiet, dither, silence(400), speech])
+    voiced = [vad.is_speech(f) for f in frames(pcm, 16000)]
+    n_quiet, n_dither = len(quiet) // 320, len(dither) // 320
+    assert sum(voiced[15 : 15 + n_quiet]) > n_quiet // 2  # the quiet voice is heard
+    start = 15 + n_quiet + n_dither + 20
+    assert not any(voiced[start - 20 : start])  # the zeros
+    assert any(voiced[start : start + 10])  # the voice after them, within 200 ms
+
+
+def test_turn_ends_the_silence_after_the_last_sound() -> None:
+    """With digital silence after the words, the turn ends `silence_ms` after the last sound
+    (before: 80-120 ms later, webrtcvad's hangover)."""
+    det = TurnDetector(create_vad("webrtc"), silence_ms=400, min_speech_ms=200)
+    speech = speak(SENTENCES[1])
+    pcm = np.concatenate([silence(300), speech, silence(800)])
+    ended = [
+        (i, ev)
+        for i, f in enumerate(frames(pcm, 16000))
+        for ev in det.feed(f)
+        if isinstance(ev, SpeechStopped)
+    ]
+    assert len(ended) == 1
+    (frame, stopped), last_sound = ended[0], 300 + last_sound_ms(speech)
+    assert -40 <= stopped.at_ms - last_sound <= 20, stopped.at_ms - last_sound
+    assert 400 <= (frame + 1) * 20 - last_sound <= 420

@@ -6,7 +6,15 @@ comes back with the next words then reads as speech: in one call of the 13 pocke
 recordings with digital silence between them, the end of speech came 220-780 ms after the
 last word for five of them, against -60 to 120 ms on a fresh detector (docs/benchmarks.md,
 voice_latency, "Stop 40"). So when sound resumes after `RESET_AFTER_ZEROS_MS` of all-zero frames in
-a row, the detector starts afresh; the zero frames themselves are judged as before."""
+a row, the detector starts afresh.
+
+An all-zero frame is never speech. webrtcvad's hangover calls the first 80-120 ms of digital
+silence after speech voiced (espeak-ng's sentences followed by zeros: 4-6 frames), so the
+silence rule's 400 ms started that much after the caller's last sound, and a client that
+sends zeros when its caller stops (a muted or WAV-playing client, Twilio's silence bytes 0xFF,
+which decode to 0) waited ~100 ms more for every reply than the gateway's own
+`voice_to_voice_ms` showed (bench/voice_latency.py: client 513 against 412 ms). webrtcvad
+still sees the zero frames, so its state evolves as before."""
 
 from __future__ import annotations
 
@@ -31,13 +39,14 @@ class WebRtcVAD(VAD):
     def is_speech(self, frame: bytes) -> bool:
         if len(frame) not in _VALID:
             raise ValueError(f"webrtc VAD needs 10/20/30 ms frames, got {len(frame)} bytes")
-        if frame.count(0) == len(frame):
+        zero = frame.count(0) == len(frame)
+        if zero:
             self._zero_ms += len(frame) // 32
         elif self._zero_ms:
             if self._zero_ms >= RESET_AFTER_ZEROS_MS:
                 self.reset()
             self._zero_ms = 0
-        return bool(self._vad.is_speech(frame, self.sample_rate))
+        return bool(self._vad.is_speech(frame, self.sample_rate)) and not zero
 
     def reset(self) -> None:
         self._vad, self._zero_ms = webrtcvad.Vad(self.mode), 0
