@@ -96,7 +96,11 @@ def test_webrtc_after_digital_silence_hears_room_tone_as_silence() -> None:
         assert (ends[0] - 15 - last) * 20 <= 200, (clip.name, ends)
 
 
-SENTENCES = (SENTENCE, "What time does the library open tomorrow morning?", "Please tell me a little bit about the weather today.")
+SENTENCES = (
+    SENTENCE,
+    "What time does the library open tomorrow morning?",
+    "Please tell me a little bit about the weather today.",
+)
 
 
 @pytest.mark.parametrize("text", SENTENCES)
