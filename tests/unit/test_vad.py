@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import webrtcvad
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import frames, noise_burst, silence, speak
@@ -112,7 +113,7 @@ def test_webrtc_never_calls_digital_silence_speech(text: str) -> None:
     voiced = decisions("webrtc", pcm)
     last_sound = (300 + last_sound_ms(speech)) // 20  # the frame after the last with sound
     assert max(i for i, v in enumerate(voiced) if v) + 1 <= last_sound + 1
-    raw = __import__("webrtcvad").Vad(3)
+    raw = webrtcvad.Vad(3)
     hangover = [raw.is_speech(f, 16000) for f in frames(pcm, 16000)]
     assert max(i for i, v in enumerate(hangover) if v) + 1 >= last_sound + 3  # what it fixes
 
