@@ -262,9 +262,11 @@ def window_effect(real: list[Sample]) -> dict[str, Any] | None:
 
 
 def cross_validate(samples: list[Sample]) -> dict[str, Any]:
-    """The rules in sample (all 13 clips) and held out, with espeak-ng's delays for each."""
-    real = [s for s in samples if not s.clip.startswith("espeak")]
+    """The rules in sample (all 13 clips) and held out, with espeak-ng's delays for each and
+    (tuned on neither) the phone conversation's turn ends."""
+    real = [s for s in samples if not s.clip.startswith(("espeak", "conversation"))]
     espeak = [s for s in samples if s.clip.startswith("espeak:")]
+    talk = [s for s in samples if s.clip.startswith("conversation:")]  # a phone conversation
     paused = [s for s in samples if s.clip.startswith("espeak_paused")]
     decode = [p.decode_ms for s in samples for p in s.pauses if p.decode_ms]
     out: dict[str, Any] = {
@@ -273,8 +275,13 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
             round(p.drop_db, 1) for s in espeak for p in s.pauses[-1:] if p.drop_db is not None
         ),
         "espeak_p": sorted(round(p.p, 2) for s in espeak for p in s.pauses[-1:]),
+        "conversation_drop_db": sorted(
+            round(p.drop_db, 1) for s in talk for p in s.pauses[-1:] if p.drop_db is not None
+        ),
+        "conversation_p": sorted(round(p.p, 2) for s in talk for p in s.pauses[-1:]),
     }
     fixed: dict[str, Rule] = {
+        "vad_400": lambda p: 400.0,  # the silence rule (`vad`, VG_ENDPOINT_SILENCE_MS)
         "old_defaults": graded(-14, 0.5, 250),  # smart + transcript + fade -14 dB, wait 250 ms
         "fade_-21_model_0.5": graded(-21, 0.5, 0),
         "fade_-21_model_0.5_wait_250": graded(-21, 0.5, 250),
@@ -293,6 +300,8 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         r = _brief(evaluate(real, rule))
         r["espeak"] = _brief(evaluate(espeak, rule))
         r["espeak_number_pause_cut"] = evaluate(paused, rule)["cuts"]
+        if talk:
+            r["conversation"] = _brief(evaluate(talk, rule))
         out[f"in_sample:{name}"] = r
     out["model_asked"] = {
         "fade_-21_model_0.5": model_asked(real, -21, False),

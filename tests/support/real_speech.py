@@ -87,6 +87,43 @@ def word_gaps(pcm: np.ndarray, n: int = 2) -> list[int]:
     return sorted(picked)
 
 
+CONVERSATION = "pyannote/audio/sample/sample.stm"  # and sample.wav, in the pyannote.audio wheel
+
+
+@dataclass(frozen=True)
+class Turn:
+    speaker: str
+    start_s: float
+    end_s: float
+    text: str
+
+
+def conversation() -> tuple[np.ndarray, list[Turn]] | None:
+    """The 30 s two-person phone conversation (16 kHz mono, telephone band) in the pyannote.audio
+    wheel (installed `--no-deps` by scripts/_setup.sh with the dev extra) and its speaker turns:
+    the transcript's consecutive segments of one speaker joined. None when not installed."""
+    from importlib import metadata
+
+    try:
+        stm = Path(str(metadata.distribution("pyannote.audio").locate_file(CONVERSATION)))
+    except metadata.PackageNotFoundError:
+        return None
+    if not stm.is_file():
+        return None
+    with wave.open(str(stm.with_suffix(".wav"))) as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").copy()
+    turns: list[Turn] = []
+    for line in stm.read_text().splitlines():
+        _, _, who, start, end, *said = line.split()
+        text = " ".join(said)
+        if turns and turns[-1].speaker == who:
+            last = turns[-1]
+            turns[-1] = Turn(who, last.start_s, float(end), f"{last.text} {text}")
+        else:
+            turns.append(Turn(who, float(start), float(end), text))
+    return pcm, turns
+
+
 def background(pcm: np.ndarray, ms: int) -> np.ndarray:
     """`ms` of the recording's own quietest 20 ms frame, repeated: its room tone, for pauses
     and for the time between turns (a microphone never sends digital silence; after it,
