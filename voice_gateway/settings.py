@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     endpoint_silence_ms: int = 400
     min_speech_ms: int = 200
     # Turn-taking (docs/operations.md "Turn-taking")
-    # auto: smart on phone calls (8 kHz; bench/turn_taking.py --phone), vad on the others
+    # auto: vad on every call (smart on phone calls in stops 42-46: docs/operations.md)
     turn_detection: Literal["auto", "vad", "smart"] = "auto"
     turn_min_silence_ms: int = Field(200, ge=60, le=2000)  # smart: the pause the model judges
     turn_max_silence_ms: int = Field(1600, ge=200, le=5000)  # smart: longest wait on "not done"

@@ -246,7 +246,7 @@ async def test_twilio_speakerphone_echo(phone: PhoneGateway, echo: bool) -> None
     await call.stop()
 
 
-# ---- the phone's default: smart ---------------------------------------------------------------
+# ---- the phone's default: vad (smart in stops 42-46), smart when the call asks ----------------
 
 
 @pytest.fixture(scope="module")
@@ -265,13 +265,13 @@ def turn_ends(gw: PhoneGateway) -> dict[str, float]:
 
 @needs_model
 @pytest.mark.parametrize(
-    ("asked", "decided_by_silence"), [({}, False), ({"turn_detection": "vad"}, True)]
+    ("asked", "decided_by_silence"), [({}, True), ({"turn_detection": "smart"}, False)]
 )
-async def test_a_phone_call_ends_its_turns_with_smart_unless_it_asks(
+async def test_a_phone_call_ends_its_turns_by_silence_unless_it_asks_for_smart(
     phone_auto: PhoneGateway, asked: dict[str, str], decided_by_silence: bool
 ) -> None:
-    """VG_TURN_DETECTION=auto (the default): a Twilio call gets `smart`; a stream parameter
-    `turn_detection=vad` gets the silence rule."""
+    """VG_TURN_DETECTION=auto (the default): a Twilio call gets the silence rule; a stream
+    parameter `turn_detection=smart` gets Smart Turn (with the transcript and the fade)."""
     phone_auto.llm.queue.clear()
     phone_auto.llm.responder = lambda body: Reply(text="Okay.")
     agent_id = phone_auto.agent()

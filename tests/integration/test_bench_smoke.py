@@ -147,9 +147,9 @@ def test_phone_latency_on_real_speech_runs_both_policies(tmp_path: Path) -> None
         return  # scripts/test installs pocketsphinx-testdata; the bench says it is missing
     out = bench("phone_latency.py", "--speech", "real", "--quick", results=tmp_path)
     assert out["bench"] == "phone_latency_real"
-    for policy in ("vad", "auto"):  # every turn answered, each timed from the caller's side
+    for policy in ("vad", "smart"):  # every turn answered, each timed from the caller's side
         assert len(out[policy]["per_turn_ms"]) == 3 and min(out[policy]["per_turn_ms"]) > 0
-    assert out["passed"] == (out["auto"]["p50_ms"] < out["vad"]["p50_ms"])
+    assert out["passed"] == (out["smart"]["p50_ms"] < out["vad"]["p50_ms"])
 
 
 def test_phone_capacity_measures_both_policies(tmp_path: Path) -> None:
@@ -164,14 +164,14 @@ def test_phone_capacity_measures_both_policies(tmp_path: Path) -> None:
     )
     assert out["budget_ms"] == round(out["calibration"]["vad"]["reply"]["p50_ms"] + 100, 1)
     cpu = out["cpu_per_turn"]
-    for policy in ("vad", "auto"):
+    for policy in ("vad", "smart"):
         assert cpu[policy]["turns"] >= 1 and cpu[policy]["ms"]["stt"] > 0, cpu
     assert cpu["vad"]["ms"]["turn_detection"] == 0
     rows = {r["policy"]: r for r in out["table"]}
-    assert set(rows) == {"vad", "auto"}
+    assert set(rows) == {"vad", "smart"}
     for r in rows.values():  # each turn timed from the caller's side, and what ended it
         assert r["turns"] >= 1 and r["reply_p50_ms"] > 0 and r["turn_ends"], r
-    assert set(rows["vad"]["turn_ends"]) == {"silence"}  # auto: a phone call gets smart
-    assert "silence" not in rows["auto"]["turn_ends"], rows["auto"]
+    assert set(rows["vad"]["turn_ends"]) == {"silence"}
+    assert "silence" not in rows["smart"]["turn_ends"], rows["smart"]
     held, verdict = out["max_calls_passing"], out["smart_vs_vad"]
-    assert verdict["met"] == (held["auto"] >= 0.75 * held["vad"] > 0)
+    assert verdict["met"] == (held["smart"] >= 0.75 * held["vad"] > 0)

@@ -1,5 +1,5 @@
 """The call's turn-taking options (pipeline/overlap.py `turn_options`): the `auto` defaults by
-kind of call (smart turn and echo cancellation on phone calls, neither elsewhere), what the
+kind of call (echo cancellation on phone calls, not elsewhere; `vad` on every call), what the
 gateway's settings force, and session.start / Twilio stream parameters over both."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ def options(source: str, extra: dict[str, Any] | None = None, **settings: Any) -
     return turn_options(Settings(**values), source, extra or {})
 
 
-def test_the_default_is_smart_on_phone_calls_and_vad_elsewhere() -> None:
+def test_the_default_is_vad_with_echo_cancellation_on_phone_calls() -> None:
     assert Settings(database_url="sqlite+aiosqlite:///:memory:").turn_detection == "auto"
     phone, errors = options("phone")
-    assert (phone.detection, phone.echo, errors) == ("smart", True, [])
+    assert (phone.detection, phone.echo, errors) == ("vad", True, [])
     browser, errors = options("voice")
     assert (browser.detection, browser.echo, errors) == ("vad", False, [])
 
@@ -41,7 +41,7 @@ def test_the_call_asks_over_the_default() -> None:
 
 
 def test_a_bad_option_keeps_the_call_s_own_default() -> None:
-    got, errors = options("phone", {"turn_detection": "psychic"})
+    got, errors = options("phone", {"turn_detection": "psychic"}, turn_detection="smart")
     assert got.detection == "smart" and errors == ["turn_detection must be one of vad, smart"]
     got, errors = options("voice", {"turn_detection": "auto"})  # not a call's choice
     assert got.detection == "vad" and len(errors) == 1
