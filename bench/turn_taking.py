@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import sys
 import time
 from concurrent.futures import Future
@@ -282,27 +281,18 @@ def record_espeak(model: SmartTurnModel, texts: Transcripts) -> Any:
 
 
 def record_conversation(model: SmartTurnModel, texts: Transcripts) -> Any:
-    """The speaker turns of the recorded phone conversation (tests/support/real_speech.py
-    `conversation`) that the other speaker leaves a gap of 200 ms or more after, cut from the
-    mixed recording up to 20 ms before the other speaker starts (the voice's own decay is in
-    it; a latched turn's is not, so those are left out) and followed by silence, as the
-    gateway would hear one caller: finished turns of conversational speech (the corpus above
-    is read sentences and commands). Empty when pyannote.audio is not installed."""
+    """The recorded phone conversation's turns that end in a gap (tests/support/real_speech.py
+    `ended_turns`), each after 300 ms of silence and followed by silence, as the gateway would
+    hear one caller: finished turns of conversational speech (the corpus above is read
+    sentences and commands). Empty when pyannote.audio is not installed."""
     from _turn_scores import Sample, record
 
-    from tests.support.real_speech import conversation
+    from tests.support.real_speech import ended_turns
     from tests.support.speech import silence
 
-    found = conversation()
-    if found is None:
-        return []
-    audio, turns = found
     out = []
-    for i, (turn, after) in enumerate(itertools.pairwise(turns)):
-        if after.start_s - turn.end_s < 0.2:
-            continue
-        end = min(after.start_s - 0.02, turn.end_s + 0.4)
-        pcm = np.concatenate([silence(300), audio[int(turn.start_s * 16000) : int(end * 16000)]])
+    for i, (_, said) in enumerate(ended_turns()):
+        pcm = np.concatenate([silence(300), said])
         pcm = pcm[: len(pcm) // 320 * 320]
         sample = Sample(f"conversation:{i}", 0, speech_span(pcm)[1], [])
         sample.pauses = record(pcm, model, texts.get)

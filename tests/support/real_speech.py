@@ -5,6 +5,7 @@ how to get it."""
 
 from __future__ import annotations
 
+import itertools
 import wave
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,23 @@ def conversation() -> tuple[np.ndarray, list[Turn]] | None:
         else:
             turns.append(Turn(who, float(start), float(end), text))
     return pcm, turns
+
+
+def ended_turns(gap_s: float = 0.2) -> list[tuple[Turn, np.ndarray]]:
+    """The conversation's turns that the other speaker leaves a gap of `gap_s` or more after,
+    each cut from the mixed recording up to 20 ms before the other speaker starts (at most
+    0.4 s past the transcript's end): the voice's own decay is in it; a latched turn's is under
+    the other voice, so those are left out. Empty when pyannote.audio is not installed."""
+    found = conversation()
+    if found is None:
+        return []
+    pcm, turns = found
+    out = []
+    for turn, after in itertools.pairwise(turns):
+        if after.start_s - turn.end_s >= gap_s:
+            end = min(after.start_s - 0.02, turn.end_s + 0.4)
+            out.append((turn, pcm[int(turn.start_s * 16000) : int(end * 16000)]))
+    return out
 
 
 def background(pcm: np.ndarray, ms: int) -> np.ndarray:

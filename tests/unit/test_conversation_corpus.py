@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.support.real_speech import conversation
+from tests.support.real_speech import conversation, ended_turns
 from voice_gateway.endpoint.prosody import drop_db
 
 
@@ -36,16 +36,11 @@ def test_a_telephone_band_recording_whose_sentences_do_not_fade(
     """Why `auto` is `vad` on phone calls (docs/operations.md, stop 47): of the turns that end
     in a gap (their decay is in the recording), 3 of 4 end above the -21 dB fade `smart` asks
     for a "done", "This is Diane in New Jersey." far above it."""
-    pcm, turns = talk
+    pcm, _ = talk
     spectrum = np.abs(np.fft.rfft(pcm.astype(np.float64)))
     hz = np.fft.rfftfreq(len(pcm), 1 / 16000)
     assert spectrum[hz > 4000].sum() < 0.01 * spectrum.sum()  # a phone line's band
-    fades: list[tuple[str, float | None]] = []
-    for turn, after in itertools.pairwise(turns):
-        if after.start_s - turn.end_s >= 0.2:
-            end = min(after.start_s - 0.02, turn.end_s + 0.4)
-            clip = pcm[int(turn.start_s * 16000) : int(end * 16000)].tobytes()
-            fades.append((turn.text, drop_db(clip)))
+    fades = [(turn.text, drop_db(said.tobytes())) for turn, said in ended_turns()]
     assert len(fades) == 4, fades
     assert sum(db is not None and db > -21 for _, db in fades) >= 3, fades
     diane = [db for text, db in fades if text.endswith("This is Diane in New Jersey.")]
