@@ -114,6 +114,25 @@ def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
     return rule
 
 
+def within(cap_ms: float, sentence_ms: float, fast: Rule | None = None) -> Rule:
+    """`auto` (endpoint/smart.py `unsure_ms`): the defaults' early ends (`fast`), a finished
+    sentence at `sentence_ms`, words that run on the maximum wait, anything else the silence
+    rule's `cap_ms`. `within(400, 340)` is `auto`'s defaults."""
+    first = fast or text_first(-21, 0.5, veto_ms=400, defer_ms=400)
+
+    def rule(p: Pause) -> float:
+        tx = text_complete(p.text) if p.text is not None else None
+        if tx is False:
+            return MAX_MS
+        if (ms := first(p)) < MAX_MS:
+            return ms
+        if sentence_ms and tx is True:
+            return min(cap_ms, max(sentence_ms, text_at_ms(p)))
+        return cap_ms
+
+    return rule
+
+
 def logistic(train: list[Sample], fast_at: float, sentence_ms: float = MAX_MS) -> Rule:
     """A logistic model of 'finished' over (fade dB, logit of Smart Turn) fitted on the
     training clips' pauses (a finished clip's final pause: 1; every other pause: 0); P at or
@@ -293,6 +312,9 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         ),
         **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
     }
+    fixed["auto:within_400_sentence_340"] = within(400.0, 340.0)
+    for cap, ms in ((400.0, 0.0), (400.0, 300.0), (500.0, 340.0)):
+        fixed[f"within_{int(cap)}_sentence_{int(ms)}"] = within(cap, ms)
     for kind in ("model", "model|sentence", "model&sentence"):
         for ms in (600.0, 800.0, 1000.0):
             fixed[f"fade_-21_model_0.5_then_{kind}_{int(ms)}"] = middle(kind, ms)

@@ -380,10 +380,12 @@ def start_gateway(
     """The gateway in a child process. `llm`: InstantLLM arguments (injected for `openai/*`
     agents); None: agents use the configured OpenAI-compatible endpoint. With `port` given the
     process binds it with SO_REUSEPORT: one worker of several (bench/_capacity.py). `cpu_split`:
-    the process's CPU is attributed to STT, turn detection and the rest (bench/_cpu_split.py)."""
+    the process's CPU is attributed to STT, turn detection and the rest (bench/_cpu_split.py).
+    Turn detection is `vad` unless `turn_detection` is given (the gateway's default is `auto`
+    since stop 48): the benches that do not compare policies measure what they did before."""
     from tests.support.servers import free_port
 
-    settings = {"voice": True, "database_url": database_url, **settings}
+    settings = {"voice": True, "database_url": database_url, "turn_detection": "vad", **settings}
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     reuse = port is not None

@@ -20,7 +20,10 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   ..._model_at_200 one, the model asked at 200 ms even with the transcript on its way, until
   stop 37);
   ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
-  silence (VG_TURN_SENTENCE_MS).
+  silence (VG_TURN_SENTENCE_MS);
+- auto, auto_sentence_<ms>: `auto`'s defaults (smart's, a finished sentence ending the turn at
+  340 ms, or <ms>), where a "not done" that only the voice gave ends at the silence rule's
+  400 ms: only words that run on wait up to 1600 ms.
 `--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
 (bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
 decoded as a narrowband call's is (from the 15 s window, 30 s until stop 43; until stop 42 not
@@ -186,9 +189,11 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         text_first: bool = True,
         defer_model: bool = True,
         deadline: float | None = 400,
+        unsure: float | None = None,
     ) -> SmartTurn:
         return SmartTurn(
             model,
+            unsure_ms=unsure,
             min_silence_ms=first_ms,
             text_first=text_first,
             defer_model=defer_model,
@@ -232,6 +237,11 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
     for ms in (600, 800, 1000):
         out[f"smart_text_fade_0.5_0_-21_sentence_{ms}"] = (
             lambda m=ms: smart(0.5, True, 0, -21, m),
+            True,
+        )
+    for ms in (0, 300, 340):  # `auto`: the voice's "not done" ends at the silence rule's 400 ms
+        out["auto" if ms == 340 else f"auto_sentence_{ms}"] = (
+            lambda m=ms: smart(0.5, True, 400, -21, m, unsure=400),
             True,
         )
     return out

@@ -80,7 +80,9 @@ class Settings(BaseSettings):
     endpoint_silence_ms: int = 400
     min_speech_ms: int = 200
     # Turn-taking (docs/operations.md "Turn-taking")
-    # auto: vad on every call (smart on phone calls in stops 42-46: docs/operations.md)
+    # auto: smart's signals within the silence rule's time: only words that run on hold a turn
+    # past it (docs/operations.md "Turn-taking"); vad on every call in stop 47, smart on phone
+    # calls in stops 42-46
     turn_detection: Literal["auto", "vad", "smart"] = "auto"
     turn_min_silence_ms: int = Field(200, ge=60, le=2000)  # smart: the pause the model judges
     turn_max_silence_ms: int = Field(1600, ge=200, le=5000)  # smart: longest wait on "not done"
@@ -93,8 +95,9 @@ class Settings(BaseSettings):
     turn_defer_model: bool = True
     # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
     turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
-    # smart: a finished sentence in the transcript ends the turn after this silence; 0 = never
-    turn_sentence_ms: int = Field(0, ge=0, le=5000)
+    # a finished sentence in the transcript ends the turn after this silence; 0 = never;
+    # unset: never for smart, AUTO_SENTENCE_MS for auto
+    turn_sentence_ms: int | None = Field(None, ge=0, le=5000)
     # smart: the model runs on a window cut to the utterance + 2 s (endpoint/window.py), not 8 s
     turn_window: bool = True
     backchannels: str = (

@@ -21,6 +21,7 @@ from tests.support.phone import PhoneGateway, TwilioCall, parse_twiml, phone_gat
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
+from voice_gateway.endpoint import AUTO_SENTENCE_MS
 from voice_gateway.endpoint.base import VerdictSource
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, find_model
 from voice_gateway.stt.whisper import WhisperStream
@@ -102,6 +103,23 @@ async def test_pause_in_a_phone_number(st: Stack, detection: str, turns: int) ->
         assert verdict["source"] in ("model", "text", "prosody", "fallback"), verdict
     else:
         assert verdict["source"] == "silence"
+    await c.close()
+
+
+@needs_model
+async def test_auto_ends_a_finished_sentence_before_the_silence_rule(st: Stack) -> None:
+    """`auto` (the gateway's default): espeak-ng's voice does not fade and Smart Turn scores
+    this sentence low, so `smart` would hold it; `auto` ends it on its finished words at
+    AUTO_SENTENCE_MS (340 ms), where `vad` waits 400 ms."""
+    c = await st.call(turn_detection="auto")
+    assert c.of_type("session.started")[0]["turn_detection"] == "auto"
+    await c.stream(np.concatenate([silence(300), speak("What time is it?"), silence(1500)]), 16000)
+    metrics = await c.wait_for("turn.metrics", timeout=40)
+    if metrics["end_of_turn"]["source"] == "text":
+        assert AUTO_SENTENCE_MS <= metrics["end_of_turn_ms"] < 400, metrics
+    else:  # (a voice faded enough that the model's "done" ended it at 200 ms)
+        assert metrics["end_of_turn"]["source"] == "model", metrics
+        assert metrics["end_of_turn_ms"] < 300, metrics
     await c.close()
 
 
@@ -246,7 +264,7 @@ async def test_twilio_speakerphone_echo(phone: PhoneGateway, echo: bool) -> None
     await call.stop()
 
 
-# ---- the phone's default: vad (smart in stops 42-46), smart when the call asks ----------------
+# ---- the phone's default: auto (vad in stop 47, smart in stops 42-46), or what the call asks ----
 
 
 @pytest.fixture(scope="module")
@@ -265,17 +283,24 @@ def turn_ends(gw: PhoneGateway) -> dict[str, float]:
 
 @needs_model
 @pytest.mark.parametrize(
-    ("asked", "decided_by_silence"), [({}, True), ({"turn_detection": "smart"}, False)]
+    ("asked", "decided_by"),
+    [
+        ({}, {"text", "silence"}),
+        ({"turn_detection": "vad"}, {"silence"}),
+        ({"turn_detection": "smart"}, {"prosody", "model", "text"}),
+    ],
 )
-async def test_a_phone_call_ends_its_turns_by_silence_unless_it_asks_for_smart(
-    phone_auto: PhoneGateway, asked: dict[str, str], decided_by_silence: bool
+async def test_a_phone_call_ends_its_turns_by_its_policy(
+    phone_auto: PhoneGateway, asked: dict[str, str], decided_by: set[str]
 ) -> None:
-    """VG_TURN_DETECTION=auto (the default): a Twilio call gets the silence rule; a stream
-    parameter `turn_detection=smart` gets Smart Turn (with the transcript and the fade)."""
+    """VG_TURN_DETECTION=auto (the default): a Twilio call's espeak-ng sentence, whose voice
+    does not fade, ends by its finished words or at the silence rule's time, never held by
+    the voice; `turn_detection=vad` always by the silence rule; `smart` never by it (its
+    unfaded voice waits the maximum)."""
     phone_auto.llm.queue.clear()
     phone_auto.llm.responder = lambda body: Reply(text="Okay.")
     agent_id = phone_auto.agent()
-    sid = "CA" + ("b" if asked else "d") * 32
+    sid = "CA" + {"": "d", "vad": "e", "smart": "b"}[asked.get("turn_detection", "")] * 32
     twiml = parse_twiml(phone_auto.webhook(agent_id, sid).text)
     before = turn_ends(phone_auto)
     call = await TwilioCall(twiml.stream_url, sid, {**twiml.parameters, **asked}).connect()
@@ -286,7 +311,7 @@ async def test_a_phone_call_ends_its_turns_by_silence_unless_it_asks_for_smart(
     await call.stop()
     grew = {k: v - before.get(k, 0.0) for k, v in after.items() if v > before.get(k, 0.0)}
     assert sum(grew.values()) == 1, grew
-    assert ("silence" in grew) is decided_by_silence, grew
+    assert set(grew) <= decided_by, grew
 
 
 # ---- a call's own waits ----------------------------------------------------------------------

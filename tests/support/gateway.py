@@ -28,8 +28,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         # the test gateway shares its process with the test: its event-loop lag is the test's
         # too (tests/integration/test_admission.py tests admission with its own settings)
         "admit_max_lag_ms": 0,
-        # the suite speaks espeak-ng, whose voice never fades, so `smart` (the phone calls'
-        # default) holds each turn 1.6 s; tests of `smart` and of the default ask for them
+        # the suite speaks espeak-ng, whose voice never fades, so `smart` holds each turn
+        # 1.6 s and `auto` (the default) ends each by its words: the suite's timings are the
+        # silence rule's; tests of `smart` and `auto` ask for them
         "turn_detection": "vad",
     }
     values.update(overrides)

@@ -207,6 +207,7 @@ def test_no_sentence_wait_without_a_finished_sentence(text: str, sentence_ms: in
     [
         (True, 600, 600, True),
         (True, 580, 600, False),
+        (True, 595, 600, True),  # (the frame due at 600 ms, polled a hair early)
         (True, 900, 0, False),
         (None, 900, 600, False),
         (False, 900, 600, False),
@@ -221,7 +222,8 @@ def test_the_defaults_are_the_measured_rule() -> None:
     to 400 ms for a transcript that will be the turn's (test_end_of_turn_text_wait.py)."""
     s = Settings()
     assert (s.turn_fade_db, s.turn_threshold, s.turn_text_wait_ms) == (-21.0, 0.5, 400)
-    assert s.turn_sentence_ms == 0 and s.turn_defer_model is True
+    # unset: no sentence step for smart, AUTO_SENTENCE_MS for auto (test_end_of_turn_auto.py)
+    assert s.turn_sentence_ms is None and s.turn_defer_model is True
 
 
 def test_the_settings_reach_each_calls_detector() -> None:

@@ -1,5 +1,5 @@
 """The call's turn-taking options (pipeline/overlap.py `turn_options`): the `auto` defaults by
-kind of call (echo cancellation on phone calls, not elsewhere; `vad` on every call), what the
+kind of call (echo cancellation on phone calls, not elsewhere; `auto` on every call), what the
 gateway's settings force, and session.start / Twilio stream parameters over both."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ def options(source: str, extra: dict[str, Any] | None = None, **settings: Any) -
     return turn_options(Settings(**values), source, extra or {})
 
 
-def test_the_default_is_vad_with_echo_cancellation_on_phone_calls() -> None:
+def test_the_default_is_auto_with_echo_cancellation_on_phone_calls() -> None:
     assert Settings(database_url="sqlite+aiosqlite:///:memory:").turn_detection == "auto"
     phone, errors = options("phone")
-    assert (phone.detection, phone.echo, errors) == ("vad", True, [])
+    assert (phone.detection, phone.echo, errors) == ("auto", True, [])
     browser, errors = options("voice")
-    assert (browser.detection, browser.echo, errors) == ("vad", False, [])
+    assert (browser.detection, browser.echo, errors) == ("auto", False, [])
 
 
-@pytest.mark.parametrize("forced", ["vad", "smart"])
+@pytest.mark.parametrize("forced", ["vad", "smart", "auto"])
 def test_the_setting_forces_one_policy_on_every_call(forced: str) -> None:
     for source in ("phone", "voice"):
         got, _ = options(source, turn_detection=forced)
@@ -38,13 +38,18 @@ def test_the_call_asks_over_the_default() -> None:
     assert (got.detection, got.echo, errors) == ("vad", False, [])
     got, errors = options("voice", {"turn_detection": "smart"})
     assert (got.detection, errors) == ("smart", [])
+    got, errors = options("voice", {"turn_detection": "auto"}, turn_detection="vad")
+    assert (got.detection, errors) == ("auto", [])  # a call may ask for the default policy
 
 
 def test_a_bad_option_keeps_the_call_s_own_default() -> None:
     got, errors = options("phone", {"turn_detection": "psychic"}, turn_detection="smart")
-    assert got.detection == "smart" and errors == ["turn_detection must be one of vad, smart"]
-    got, errors = options("voice", {"turn_detection": "auto"})  # not a call's choice
+    assert got.detection == "smart"
+    assert errors == ["turn_detection must be one of auto, vad, smart"]
+    got, errors = options("voice", {"turn_detection": "SMART"}, turn_detection="vad")
     assert got.detection == "vad" and len(errors) == 1
+    got, errors = options("voice", {"turn_detection": True})
+    assert got.detection == "auto" and len(errors) == 1
 
 
 def test_an_unknown_setting_is_refused() -> None:
@@ -59,7 +64,7 @@ def test_a_call_sets_its_own_waits() -> None:
     assert (got.silence_ms, got.max_silence_ms, errors) == (500, 1800, [])
     got, errors = options("voice", {"turn_silence_ms": 250, "turn_max_silence_ms": 900})
     assert (got.silence_ms, got.max_silence_ms, errors) == (250, 900, [])
-    assert got.policy == ("vad", 250, 900)
+    assert got.policy == ("auto", 250, 900)
     got, errors = options("phone", {"turn_silence_ms": " 700 ", "turn_detection": "vad"})
     assert (got.detection, got.silence_ms, got.max_silence_ms, errors) == ("vad", 700, 1600, [])
 

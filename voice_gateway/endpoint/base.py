@@ -68,13 +68,18 @@ class Ready(Decision):
 
 class EndOfTurn(ABC):
     """A turn-end policy. `min_silence_ms`: the pause after which `decide` is called;
-    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open; `deadline_ms`: the
-    pause at which a decision still thinking is asked to `settle` (None: never; it is waited
-    for up to `max_silence_ms`)."""
+    `max_silence_ms`: how long an 'incomplete' verdict keeps the turn open; `unsure_ms`: how
+    long one keeps it open when only the voice says so (the model, an unfaded voice), not the
+    words (source "text"): None, as long as any other (`auto`: the silence rule's time, so
+    only words that run on hold a turn past it); `deadline_ms`: the pause at which a decision
+    still thinking is asked to `settle` (None: never; it is waited for up to
+    `max_silence_ms`)."""
 
     name = "silence"
     min_silence_ms = 400
     max_silence_ms = 400
+    unsure_ms: float | None = None  # an 'incomplete' the words did not give ends here
+    text_wait_ms: float = 0.0  # ... once a transcript on its way came, or this after min
     deadline_ms: float | None = None  # a pause still undecided at this much silence settles
 
     def start(self, preroll: list[bytes]) -> None:

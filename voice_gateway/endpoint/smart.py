@@ -174,7 +174,8 @@ class SmartTurn(EndOfTurn):
     (None: only `budget_ms` and `text_wait_ms`);
     `busy`: True when the process's cores are all taken (the gateway: a whisper decode waits
     for a worker): the model is then not run and the pause falls back to the silence rule
-    (`fallback:busy`), so its CPU does not slow the transcripts every turn waits for."""
+    (`fallback:busy`), so its CPU does not slow the transcripts every turn waits for.
+    `unsure_ms` (EndOfTurn): a "not done" from the voice alone ends at this silence (`auto`)."""
 
     name = "smart"
 
@@ -193,10 +194,12 @@ class SmartTurn(EndOfTurn):
         text_first: bool = True,
         defer_model: bool = True,
         deadline_ms: float | None = None,
+        unsure_ms: float | None = None,
         busy: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        name: str = "smart",
     ) -> None:
-        self.model, self.clock = model, clock
+        self.model, self.clock, self.name, self.unsure_ms = model, clock, name, unsure_ms
         self.min_silence_ms, self.max_silence_ms = min_silence_ms, max_silence_ms
         self.threshold, self.budget_ms = threshold, budget_ms
         self.use_text, self.text_wait_ms = use_text, text_wait_ms

@@ -290,7 +290,7 @@ class BargeIn:
 
 @dataclass(slots=True)
 class TurnOptions:
-    detection: str  # vad | smart
+    detection: str  # auto | vad | smart
     echo: bool
     silence_ms: int  # the silence rule (VG_ENDPOINT_SILENCE_MS); smart's deadline too
     max_silence_ms: int  # smart: the longest wait on "not done" (VG_TURN_MAX_SILENCE_MS)
@@ -313,9 +313,7 @@ def turn_options(
     from voice_gateway.endpoint import KNOWN_TURN_DETECTION
 
     errors: list[str] = []
-    detection: str = settings.turn_detection
-    if detection == "auto":  # `vad` on every call since stop 47: on a recorded phone
-        detection = "vad"  # conversation `smart` held 3 of 4 turn ends 1.6 s (docs/operations.md)
+    detection: str = settings.turn_detection  # auto | vad | smart
     echo = settings.echo_cancellation == "on" or (
         settings.echo_cancellation == "auto" and source == "phone"
     )

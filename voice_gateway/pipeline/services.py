@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from agents.voice import DEFAULT_FILLER
+from voice_gateway.endpoint import AUTO_SENTENCE_MS
 from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
 from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, load_model
 from voice_gateway.provider_check import check_provider_settings
@@ -87,12 +88,16 @@ class VoiceServices:
         s = self.settings
         silence = s.endpoint_silence_ms if silence_ms is None else silence_ms
         longest = s.turn_max_silence_ms if max_silence_ms is None else max_silence_ms
-        if detection == "smart" and not self._turn_model_tried:
+        if detection != "vad" and not self._turn_model_tried:
             self._turn_model_tried = True
             # a run may wait for a worker half the verdict's budget (endpoint/smart.py)
             self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2, s.turn_window)
-        if detection != "smart" or self.turn_model is None:
+        if detection == "vad" or self.turn_model is None:
             return SilenceRule(silence)
+        auto = detection == "auto"  # the voice's "not done" ends at the silence rule's time
+        sentence = s.turn_sentence_ms
+        if sentence is None:
+            sentence = AUTO_SENTENCE_MS if auto else 0
         return SmartTurn(
             self.turn_model,
             min_silence_ms=s.turn_min_silence_ms,
@@ -102,9 +107,11 @@ class VoiceServices:
             text_wait_ms=s.turn_text_wait_ms,
             defer_model=s.turn_defer_model,
             fade_db=s.turn_fade_db or None,
-            sentence_ms=s.turn_sentence_ms,
+            sentence_ms=sentence,
             deadline_ms=silence,
+            unsure_ms=silence if auto else None,
             busy=lambda: self.stt.backlog() > 0,
+            name=detection,
         )
 
     @classmethod
@@ -126,7 +133,7 @@ class VoiceServices:
         await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
         services = cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
         if settings.turn_detection != "vad":  # load (or warn) at start, not on a first call
-            services.new_end_of_turn("smart")
+            services.new_end_of_turn(settings.turn_detection)
         log.info("speech models ready")
         return services
 

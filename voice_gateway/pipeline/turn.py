@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from voice_gateway.endpoint.base import Decision, EndOfTurn, SilenceRule, Verdict
@@ -215,7 +215,19 @@ class TurnDetector:
             return True
         if verdict.complete is None:
             return silent >= self.silence_ms
-        return verdict.complete
+        if verdict.complete or eot.unsure_ms is None or verdict.source == "text":
+            return verdict.complete
+        if silent < eot.unsure_ms:
+            return False
+        if self._text_expected and self._pause_text is None:
+            # the words on their way may still hold the turn; the reply waits for them anyway
+            return silent >= eot.min_silence_ms + eot.text_wait_ms and self._unsure(verdict)
+        return self._unsure(verdict)
+
+    def _unsure(self, verdict: Verdict) -> bool:
+        # `auto`: only the voice said "not done", and the silence rule's time has come
+        self._verdict = replace(verdict, complete=True, source="silence")
+        return True
 
     def _maybe_confirm(self) -> list[TurnEvent]:
         if self._voiced_ms < self.min_speech_ms:

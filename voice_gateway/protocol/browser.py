@@ -45,7 +45,7 @@ class SessionStart(BaseModel):
     # of one is sent as `tool.call` and answered with `tool.result`
     client_tools: list[ClientToolSpec] = Field(default_factory=list, max_length=50)
     # checked by the session (a bad value is an error event; the call goes on with defaults)
-    turn_detection: Any = None  # "vad" | "smart"
+    turn_detection: Any = None  # "auto" | "vad" | "smart"
     turn_silence_ms: Any = None  # the call's silence rule (100-2000)
     turn_max_silence_ms: Any = None  # smart's longest wait (200-5000)
     echo_cancellation: Any = None  # true | false
