@@ -21,7 +21,6 @@ from tests.support.phone import PhoneGateway, TwilioCall, parse_twiml, phone_gat
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
 from voice_gateway.endpoint.base import VerdictSource
 from voice_gateway.endpoint.smart import MODEL_PACKAGE, find_model
 from voice_gateway.stt.whisper import WhisperStream
@@ -108,18 +107,18 @@ async def test_pause_in_a_phone_number(st: Stack, detection: str, turns: int) ->
 
 @needs_model
 async def test_auto_ends_a_finished_sentence_before_the_silence_rule(st: Stack) -> None:
-    """`auto` (the gateway's default): espeak-ng's voice does not fade and Smart Turn scores
-    this sentence low, so `smart` would hold it; `auto` ends it on its finished words at
-    AUTO_SENTENCE_MS (340 ms), where `vad` waits 400 ms."""
+    """`auto` (the gateway's default) ends this espeak-ng sentence on its finished words: at
+    200 ms when the voice faded (the words decide at once, as in `smart`), else at
+    AUTO_SENTENCE_MS (340 ms), where `smart` holds an unfaded voice its maximum; or on the
+    model's "done" at 200 ms. Before `vad`'s 400 ms."""
     c = await st.call(turn_detection="auto")
     assert c.of_type("session.started")[0]["turn_detection"] == "auto"
     await c.stream(np.concatenate([silence(300), speak("What time is it?"), silence(1500)]), 16000)
     metrics = await c.wait_for("turn.metrics", timeout=40)
-    if metrics["end_of_turn"]["source"] == "text":
-        assert AUTO_SENTENCE_MS <= metrics["end_of_turn_ms"] < 400, metrics
-    else:  # (a voice faded enough that the model's "done" ended it at 200 ms)
-        assert metrics["end_of_turn"]["source"] == "model", metrics
-        assert metrics["end_of_turn_ms"] < 300, metrics
+    assert metrics["end_of_turn"]["source"] in ("text", "model"), metrics
+    # (later than 340 ms only when the pause's decode came later: ~80 ms here)
+    assert 200 <= metrics["end_of_turn_ms"] < 400, metrics
+    await c.wait_for("response.done", timeout=30)  # (no reply left in flight for the next test)
     await c.close()
 
 
