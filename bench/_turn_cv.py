@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
 
+from voice_gateway.endpoint import AUTO_SENTENCE_MS
 from voice_gateway.endpoint.text import text_complete
 
 
@@ -312,7 +313,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         ),
         **{f"fade_-21_model_0.5_sentence_{int(ms)}": graded(-21, 0.5, 0, ms) for ms in SENTENCE_MS},
     }
-    fixed["auto:within_400_sentence_340"] = within(400.0, 340.0)
+    fixed[f"auto:within_400_sentence_{AUTO_SENTENCE_MS}"] = within(400.0, AUTO_SENTENCE_MS)
     for cap, ms in ((400.0, 0.0), (400.0, 300.0), (500.0, 340.0)):
         fixed[f"within_{int(cap)}_sentence_{int(ms)}"] = within(cap, ms)
     for kind in ("model", "model|sentence", "model&sentence"):

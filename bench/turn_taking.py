@@ -52,6 +52,7 @@ from voice_latency import SENTENCES
 from voice_stt import phone
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
+from voice_gateway.endpoint import AUTO_SENTENCE_MS
 from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
 from voice_gateway.endpoint.features import columns_of
 from voice_gateway.endpoint.prosody import TailEnergy, faded
@@ -239,8 +240,8 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
             lambda m=ms: smart(0.5, True, 0, -21, m),
             True,
         )
-    for ms in (0, 300, 340):  # `auto`: the voice's "not done" ends at the silence rule's 400 ms
-        out["auto" if ms == 340 else f"auto_sentence_{ms}"] = (
+    for ms in (0, 300, AUTO_SENTENCE_MS):  # `auto`: the voice's "not done" ends at 400 ms
+        out["auto" if ms == AUTO_SENTENCE_MS else f"auto_sentence_{ms}"] = (
             lambda m=ms: smart(0.5, True, 400, -21, m, unsure=400),
             True,
         )
