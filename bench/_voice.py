@@ -240,7 +240,7 @@ def _child(
             gc.set_debug(gc.DEBUG_SAVEALL)
         profile.loop = asyncio.get_running_loop()
         if os.environ.get("VG_BENCH_NO_BUS"):  # what the transcript bus costs: stop it
-            for task in app.state.gw.extras["bus"].tasks:
+            for task in app.state.gw.bus.tasks:
                 task.cancel()
         lag = asyncio.create_task(watch_lag(stats))
         threading.Thread(target=commands, daemon=True).start()

@@ -6,20 +6,20 @@ the text is chunked and embedded again after the import (docs/rest_api.md "Agent
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
 
 from memory.agent_import import FilePlan, FolderPlan, OpenPlan
 from memory.embeddings import validate_handle
 from memory.ingest import TYPES
 from memory.open_files import window
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.agent_file import AgentFile, AgentIn, SourceIn
 
 DEFAULT_CHUNK = 800
 NO_TEXT = "the agent file carried no text for this file"
 
 
-def _embedding(gw: Any, override: str | None, src: SourceIn) -> str:
+def _embedding(gw: Gateway, override: str | None, src: SourceIn) -> str:
     if override is not None:
         return override  # checked with the agents' embedding
     cfg = src.embedding_config
@@ -39,7 +39,7 @@ def _chunk_size(src: SourceIn) -> int:
     return max(100, min(size or DEFAULT_CHUNK, 8000))
 
 
-def folder_plans(gw: Any, af: AgentFile, embedding: str | None) -> list[FolderPlan]:
+def folder_plans(gw: Gateway, af: AgentFile, embedding: str | None) -> list[FolderPlan]:
     return [
         FolderPlan(
             key=src.id,

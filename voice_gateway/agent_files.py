@@ -19,6 +19,7 @@ from memory.models import BlockSpec, MessageData, ToolCallData
 from memory.orm import new_id
 from voice_gateway.agent_file_sources import agent_sources, file_plans, folder_plans
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.agent_file import AgentFile, AgentIn, BlockIn, MessageIn, ToolIn
 from voice_gateway.protocol.letta import MAX_CONTEXT_WINDOW
 from voice_gateway.tool_isolation import refuse_if_unisolated
@@ -67,7 +68,7 @@ class ImportOptions:
 
 @dataclass
 class Planner:
-    gw: Any
+    gw: Gateway
     af: AgentFile
     opts: ImportOptions
     folders: list[FolderPlan] = field(default_factory=list)  # the file's sources, planned

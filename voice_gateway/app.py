@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,16 +27,25 @@ from memory.mcp_servers import McpServerStore
 from memory.service import Memory
 from memory.usage import UsageStore
 from voice_gateway.auth import Auth
+from voice_gateway.bus_runtime import start_bus
 from voice_gateway.capacity import Capacity
 from voice_gateway.errors import EXCEPTION_HANDLERS
+from voice_gateway.file_jobs import FileJobs
 from voice_gateway.gateway import Gateway
 from voice_gateway.limits import Admission, BodyLimit, ControlCharPath
+from voice_gateway.metrics import Metrics
 from voice_gateway.native_threads import limit_blas
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
+from voice_gateway.routes.rest_messages import messages_json
+from voice_gateway.run_callbacks import RunCallbacks
+from voice_gateway.run_mirror import ORPHANED, RunMirror
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
+
+if TYPE_CHECKING:
+    from voice_gateway.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 WEB_DIR = Path(__file__).resolve().parent.parent / "web_client"
@@ -82,46 +92,73 @@ async def open_gateway(settings: Settings) -> Gateway:
             "answers set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL to a local OpenAI-compatible "
             "server such as Ollama (http://127.0.0.1:11434/v1), vLLM or llama.cpp."
         )
+    capacity = Capacity(settings.process_max_calls, settings.admit_max_lag_ms)
+    capacity.start()
+    refused = await check_tool_isolation(loop.sandbox, settings.sandbox_allow_weak)
+    bus = await start_bus(settings, memory, loop, events)
+    if bus.redis is not None:  # turns of one agent never interleave across instances
+        loop.locks = RedisLocks(bus.redis)
+    metrics = Metrics()
+    file_jobs = FileJobs(memory)
+    await file_jobs.recover()
     gw = Gateway(
-        settings=settings, memory=memory, llms=llms, loop=loop, auth=auth, memory_events=events
+        settings=settings,
+        memory=memory,
+        llms=llms,
+        loop=loop,
+        auth=auth,
+        memory_events=events,
+        metrics=metrics,
+        capacity=capacity,
+        bus=bus,
+        quotas=Quotas(settings, UsageStore(memory.db), metrics, bus.redis),
+        file_jobs=file_jobs,
+        run_callbacks=RunCallbacks(memory, messages_json),
+        run_mirror=RunMirror(bus.redis, settings.run_owner_ttl_s) if bus.redis else None,
+        tools_refused=refused,
     )
-    gw.capacity = Capacity(settings.process_max_calls, settings.admit_max_lag_ms)
-    gw.capacity.start()
-    await check_tool_isolation(gw)
-    loop.mcp = mcp_tools(gw)
+    loop.mcp = mcp_tools(settings, memory)
     if settings.voice:
         from voice_gateway.pipeline.services import VoiceServices
 
         gw.voice = await VoiceServices.open(settings)
-        gw.extras["voice"] = gw.voice
         from voice_gateway.webrtc.calls import WebRTCCalls
         from voice_gateway.webrtc.ice import IceConfig
 
         gw.webrtc = WebRTCCalls(IceConfig.from_settings(settings), settings.idle_timeout_s)
-    from voice_gateway.bus_runtime import start_bus
-
-    bus = gw.extras["bus"] = await start_bus(gw)
-    if bus.redis is not None:  # turns of one agent never interleave across instances
-        loop.locks = RedisLocks(bus.redis)
-    gw.quotas = Quotas(settings, UsageStore(memory.db), gw.metrics, bus.redis)
-    from voice_gateway.file_jobs import FileJobs
-
-    gw.extras["file_jobs"] = FileJobs(memory)
-    await gw.extras["file_jobs"].recover()
+    probes(gw)
     await orphaned_runs(gw)
-    if settings.schedule_tick_s > 0:  # due scheduled messages, claimed once across processes
-        from voice_gateway.scheduler import Scheduler
-
-        gw.extras["scheduler"] = Scheduler(gw).start()
     return gw
+
+
+def probes(gw: Gateway) -> None:
+    """The state gauges of /metrics, each read from the component that holds the state."""
+    llms, voice = gw.llms, gw.voice
+
+    async def served(m: Metrics) -> None:  # the fallback wrappers (stt/tts/llm fallback.py)
+        m.served("llm", llms.served())
+        if voice is not None:
+            m.served("stt", getattr(voice.stt, "served", {}))
+            m.served("tts", getattr(voice.tts, "served", {}))
+
+    gw.metrics.probe(gw.calls.report)
+    gw.metrics.probe(gw.bus.report)
+    gw.metrics.probe(served)
+
+
+def start_scheduler(gw: Gateway) -> Scheduler | None:
+    """Due scheduled messages, claimed once across processes (VG_SCHEDULE_TICK_S > 0)."""
+    if gw.settings.schedule_tick_s <= 0:
+        return None
+    from voice_gateway.scheduler import Scheduler
+
+    return Scheduler(gw).start()
 
 
 async def orphaned_runs(gw: Gateway) -> None:
     """With Redis: background runs left `running` by a gateway that crashed (no owner key)
     are marked failed (voice_gateway/run_mirror.py)."""
-    from voice_gateway.run_mirror import ORPHANED, mirror_of
-
-    mirror = mirror_of(gw)
+    mirror = gw.run_mirror
     if mirror is None:
         return
     for run_id in await gw.memory.runs.active_background():
@@ -129,32 +166,25 @@ async def orphaned_runs(gw: Gateway) -> None:
             log.warning("run %s: left running by a stopped gateway, marked failed", run_id)
 
 
-def mcp_tools(gw: Gateway) -> McpTools:
+def mcp_tools(s: Settings, memory: Memory) -> McpTools:
     """MCP servers' tools: pooled sessions; stdio servers only inside the tool isolation."""
-    s = gw.settings
     launcher = jailed_launcher(strict=not s.sandbox_allow_weak, memory_mb=s.tool_memory_mb * 2)
     pool = McpPool(launcher, connect_timeout_s=s.mcp_connect_timeout_s)
-    return McpTools(McpServerStore(gw.memory.db, s.secrets_key), pool, s.mcp_timeout_s)
+    return McpTools(McpServerStore(memory.db, s.secrets_key), pool, s.mcp_timeout_s)
 
 
-async def close_gateway(gw: Gateway) -> None:
+async def close_gateway(gw: Gateway, scheduler: Scheduler | None = None) -> None:
     await gw.capacity.aclose()
     if gw.webrtc is not None:
         await gw.webrtc.aclose()
-    if (scheduler := gw.extras.get("scheduler")) is not None:  # no new runs from here on
+    if scheduler is not None:  # no new runs from here on
         await scheduler.aclose()
-    runs = gw.extras.get("runs")
-    if runs is not None:  # background runs store what they produced before the bus stops
-        await runs.aclose()
-    if (callbacks := gw.extras.get("run_callbacks")) is not None:  # their last callbacks
-        await callbacks.aclose()
-    if (mirror := gw.extras.get("run_mirror")) is not None:  # the runs' last frames
-        await mirror.aclose()
-    if (file_jobs := gw.extras.get("file_jobs")) is not None:
-        await file_jobs.aclose()
-    bus = gw.extras.get("bus")
-    if bus is not None:
-        await bus.stop()
+    await gw.runs.aclose()  # background runs store what they produced before the bus stops
+    await gw.run_callbacks.aclose()  # their last callbacks
+    if gw.run_mirror is not None:  # the runs' last frames
+        await gw.run_mirror.aclose()
+    await gw.file_jobs.aclose()
+    await gw.bus.stop()
     if gw.voice is not None:
         await gw.voice.aclose()
     await gw.llms.aclose()
@@ -219,6 +249,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         gw = await open_gateway(settings)
         app.state.gw = gw
+        scheduler = start_scheduler(gw)
         # one BLAS thread: its pool's spinning took the CPU calls need (native_threads.py)
         unlimit_blas = limit_blas(settings.blas_threads)
         # Move everything loaded at start-up (modules, models, ORM) out of the garbage
@@ -232,7 +263,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             gc.set_threshold(*before)
             unlimit_blas()
-            await close_gateway(gw)
+            await close_gateway(gw, scheduler)
 
     return Starlette(
         routes=routes(settings),

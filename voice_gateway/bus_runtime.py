@@ -10,12 +10,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents.bus import OutboxPublisher, RedisStreamsBus, Sink
+from agents.bus import GROUP, STREAM, OutboxPublisher, RedisStreamsBus, Sink
+from agents.loop import AgentLoop
+from agents.memory_events import MemoryEvents
 from agents.sleeptime import SleeptimeAgent
 from memory.models import TranscriptEvent
+from memory.service import Memory
+from voice_gateway.metrics import Metrics
 
 if TYPE_CHECKING:
-    from voice_gateway.gateway import Gateway
     from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,28 @@ class BusRuntime:
             return bool(await self.redis.ping())
         except Exception:
             return False
+
+    async def report(self, metrics: Metrics) -> None:
+        """The outbox backlog, the turns this process published and the stream's lag."""
+        try:
+            depth, age = await self.publisher.memory.outbox.backlog()
+            metrics.outbox_depth.set(depth)
+            metrics.outbox_age.set(age)
+        except Exception:
+            log.warning("metrics: outbox backlog unavailable", exc_info=True)
+        metrics.published.set(self.publisher.published)
+        if self.redis is None:
+            return
+        try:
+            groups = await self.redis.xinfo_groups(STREAM)
+        except Exception:
+            return  # no stream yet, or Redis is down (the outbox gauges show that)
+        for g in groups:
+            name = g.get("name") or g.get(b"name")
+            if name in (GROUP, GROUP.encode()):
+                lag = g.get("lag", g.get(b"lag"))
+                metrics.stream_lag.set(float(lag) if lag is not None else float("nan"))
+                metrics.stream_pending.set(float(g.get("pending", g.get(b"pending", 0)) or 0))
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -108,23 +133,24 @@ def redis_client(url: str, max_connections: int = 100) -> Any:
     return aioredis.Redis.from_pool(pool)
 
 
-async def start_bus(gw: Gateway) -> BusRuntime:
-    settings = gw.settings
+async def start_bus(
+    settings: Settings, memory: Memory, loop: AgentLoop, memory_events: MemoryEvents
+) -> BusRuntime:
     if settings.redis_url:
         client = redis_client(settings.redis_url, settings.redis_max_connections)
         bus = RedisStreamsBus(client, maxlen=settings.transcripts_maxlen)
-        publisher = OutboxPublisher(gw.memory, bus.publish, epoch=bus.epoch)
+        publisher = OutboxPublisher(memory, bus.publish, epoch=bus.epoch)
         runtime = BusRuntime(publisher, client, bus)
-        gw.memory_events.relay = bus.publish_block_change
-        runtime.tasks.append(asyncio.create_task(bus.relay_block_changes(gw.memory_events)))
+        memory_events.relay = bus.publish_block_change
+        runtime.tasks.append(asyncio.create_task(bus.relay_block_changes(memory_events)))
     else:
         agent = SleeptimeAgent(
-            gw.memory, gw.loop, settings.sleeptime_every_turns, settings.sleeptime_model
+            memory, loop, settings.sleeptime_every_turns, settings.sleeptime_model
         )
         runtime = BusRuntime(
-            OutboxPublisher(gw.memory, in_process_sink(agent, settings.max_deliveries))
+            OutboxPublisher(memory, in_process_sink(agent, settings.max_deliveries))
         )
-    gw.memory.outbox.on_added = runtime.notify
+    memory.outbox.on_added = runtime.notify
     runtime.tasks.append(asyncio.create_task(runtime.publisher.run()))
     return runtime
 
@@ -134,10 +160,7 @@ async def run_worker(settings: Settings, consumer: str, concurrency: int) -> int
     import signal
 
     from agents.llm import LLMRegistry
-    from agents.loop import AgentLoop
-    from agents.memory_events import MemoryEvents
     from agents.worker import SleeptimeWorker
-    from memory.service import Memory
 
     assert settings.redis_url
     memory = await Memory.open(

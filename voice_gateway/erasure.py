@@ -9,20 +9,22 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.bus import DEAD, STREAM
-from voice_gateway.runs import runs_of
+
+if TYPE_CHECKING:
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 BATCH = 500
 
 
-async def erase_caller(gw: Any, identity_id: str) -> dict[str, Any]:
+async def erase_caller(gw: Gateway, identity_id: str) -> dict[str, Any]:
     """Erase the identity; what was removed, by kind (counts)."""
     memory = gw.memory
     convs = await memory.conversations.page(identity_id=identity_id, limit=100_000)
-    runs = runs_of(gw)
+    runs = gw.runs
     for conv in convs:
         await runs.cancel(conv.id)
     erased = await memory.identities.erase(identity_id)
@@ -35,8 +37,7 @@ async def erase_caller(gw: Any, identity_id: str) -> dict[str, Any]:
         gw.loop.prompts.forget(agent_id)
     out = asdict(erased)
     out.pop("agent_ids")
-    bus = gw.extras.get("bus")
-    redis = getattr(bus, "redis", None)
+    redis = gw.bus.redis
     out["stream_entries"] = await scrub_streams(redis, identity_id) if redis is not None else 0
     log.info("erased identity %s: %s", identity_id, out)
     return out

@@ -7,7 +7,8 @@ that describe state (active calls, outbox backlog, stream lag) are read when scr
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -18,18 +19,29 @@ from prometheus_client import (
     generate_latest,
 )
 
-if TYPE_CHECKING:
-    from voice_gateway.gateway import Gateway
-
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 STAGES = ("endpointing", "stt", "llm_ttft", "tts_ttfb", "filler")
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "Probe"]
+
+
+class TurnVerdict(Protocol):
+    """What decided a turn's end (the end-of-turn detector's Verdict)."""
+
+    @property
+    def source(self) -> str: ...  # model | text | fallback
+
+    @property
+    def reason(self) -> str: ...  # a fallback's: busy | timeout | late | error
+
+
+Probe = Callable[["Metrics"], Awaitable[None]]
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.probes: list[Probe] = []
         r = self.registry = CollectorRegistry()
         self.active_calls = Gauge(
             "vg_active_calls", "Voice calls in progress", ["source"], registry=r
@@ -128,7 +140,7 @@ class Metrics:
             if value is not None:
                 self.stage.labels(stage).observe(value / 1000)
 
-    def turn_ended(self, verdict: Any) -> None:
+    def turn_ended(self, verdict: TurnVerdict | None) -> None:
         """A caller's turn ended; `verdict`: the end-of-turn Verdict, None for the VAD rule."""
         self.turn_ends.labels("silence" if verdict is None else verdict.source).inc()
         if verdict is not None and verdict.source == "fallback":
@@ -145,50 +157,20 @@ class Metrics:
         """kind: stt | tts | llm; provider: a provider name or a model handle."""
         self.provider_errors.labels(kind, provider.partition("/")[0]).inc()
 
-    async def render(self, gw: Gateway) -> bytes:
-        """Refresh the state gauges, then the exposition text."""
-        by_source: dict[str, int] = {"voice": 0, "phone": 0}
-        for session in gw.extras.get("calls", ()):
-            source = session.transport.source
-            by_source[source] = by_source.get(source, 0) + 1
-        for source, n in by_source.items():
-            self.active_calls.labels(source).set(n)
-        self._served(gw)
-        try:
-            depth, age = await gw.memory.outbox.backlog()
-            self.outbox_depth.set(depth)
-            self.outbox_age.set(age)
-        except Exception:
-            log.warning("metrics: outbox backlog unavailable", exc_info=True)
-        bus = gw.extras.get("bus")
-        if bus is not None:
-            self.published.set(bus.publisher.published)
-            await self._stream_lag(bus)
+    def probe(self, refresh: Probe) -> None:
+        """A component's state gauges: `refresh(metrics)` runs on every scrape."""
+        self.probes.append(refresh)
+
+    def served(self, kind: str, counts: Mapping[str, int]) -> None:
+        """With a fallback configured: work done per provider of one kind (stt, tts, llm)."""
+        for provider, n in counts.items():
+            self.provider_served.labels(kind, provider).set(n)
+
+    async def render(self) -> bytes:
+        """Refresh the state gauges from the components' probes, then the exposition text."""
+        for refresh in self.probes:
+            try:
+                await refresh(self)
+            except Exception:  # one component's state missing leaves the others reported
+                log.warning("metrics: a probe failed", exc_info=True)
         return generate_latest(self.registry)
-
-    def _served(self, gw: Gateway) -> None:
-        """Which provider served, from the fallback wrappers (stt/tts/llm fallback.py)."""
-        kinds: dict[str, Any] = {"llm": gw.llms.served()}
-        if gw.voice is not None:
-            kinds.update(
-                stt=getattr(gw.voice.stt, "served", {}), tts=getattr(gw.voice.tts, "served", {})
-            )
-        for kind, counts in kinds.items():
-            for provider, n in counts.items():
-                self.provider_served.labels(kind, provider).set(n)
-
-    async def _stream_lag(self, bus: Any) -> None:
-        if bus.redis is None:
-            return
-        from agents.bus import GROUP, STREAM
-
-        try:
-            groups = await bus.redis.xinfo_groups(STREAM)
-        except Exception:
-            return  # no stream yet, or Redis is down (the outbox gauges show that)
-        for g in groups:
-            name = g.get("name") or g.get(b"name")
-            if name in (GROUP, GROUP.encode()):
-                lag = g.get("lag", g.get(b"lag"))
-                self.stream_lag.set(float(lag) if lag is not None else float("nan"))
-                self.stream_pending.set(float(g.get("pending", g.get(b"pending", 0)) or 0))

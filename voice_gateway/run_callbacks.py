@@ -13,25 +13,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from memory.orm import utcnow
 from memory.runs import ACTIVE
+from memory.service import Memory
 from voice_gateway.protocol.letta import iso
 from voice_gateway.protocol.letta_runs import CALLBACK_KEY, run_json
-from voice_gateway.routes.rest_messages import messages_json
 from voice_gateway.runs import ActiveRun
 
 log = logging.getLogger(__name__)
 
 
+# a run's messages as the API shows them, of the kinds asked for (None: all)
+RenderMessages = Callable[[list[Any], frozenset[str] | None], list[dict[str, Any]]]
+
+
 class RunCallbacks:
     def __init__(
-        self, memory: Any, *, timeout_s: float = 5.0, attempts: int = 3, pause_s: float = 0.5
+        self,
+        memory: Memory,
+        render: RenderMessages,
+        *,
+        timeout_s: float = 5.0,
+        attempts: int = 3,
+        pause_s: float = 0.5,
     ) -> None:
         self.memory = memory
+        self.render = render
         self.timeout_s, self.attempts, self.pause_s = timeout_s, attempts, pause_s
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -68,7 +80,7 @@ class RunCallbacks:
         kinds = (run.request_config or {}).get("include_return_message_types")
         metadata = run_json(run)["metadata"]
         metadata["result"] = {
-            "messages": messages_json(rows, frozenset(kinds) if kinds else None),
+            "messages": self.render(rows, frozenset(kinds) if kinds else None),
             "stop_reason": {"message_type": "stop_reason", "stop_reason": run.stop_reason},
             "usage": {
                 "message_type": "usage_statistics",
@@ -110,12 +122,3 @@ class RunCallbacks:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-
-
-def callbacks_of(gw: Any) -> RunCallbacks:
-    """The gateway's run callbacks (made on first use)."""
-    found = gw.extras.get("run_callbacks")
-    if found is None:
-        found = gw.extras["run_callbacks"] = RunCallbacks(gw.memory)
-    assert isinstance(found, RunCallbacks)
-    return found

@@ -111,15 +111,3 @@ class RunMirror:
     async def aclose(self) -> None:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=10)
-
-
-def mirror_of(gw: Any) -> RunMirror | None:
-    """The gateway's mirror, when Redis is configured."""
-    bus = gw.extras.get("bus")
-    if bus is None or bus.redis is None:
-        return None
-    mirror = gw.extras.get("run_mirror")
-    if mirror is None:
-        mirror = gw.extras["run_mirror"] = RunMirror(bus.redis, gw.settings.run_owner_ttl_s)
-    assert isinstance(mirror, RunMirror)
-    return mirror

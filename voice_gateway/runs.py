@@ -187,12 +187,3 @@ class ConversationRuns:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=CANCEL_WAIT_S)
-
-
-def runs_of(gw: Any) -> ConversationRuns:
-    """The gateway's run registry (made on first use)."""
-    runs = gw.extras.get("runs")
-    if runs is None:
-        runs = gw.extras["runs"] = ConversationRuns()
-    assert isinstance(runs, ConversationRuns)
-    return runs

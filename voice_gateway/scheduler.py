@@ -65,7 +65,7 @@ class Scheduler:
         A draining gateway (SIGTERM) claims none: another one, or it after its restart, will."""
         now = now or utcnow()
         fired: list[str] = []
-        if self.gw.extras.get("draining"):
+        if self.gw.draining:
             return fired
         for schedule in await self.store.due(now):
             if not await self.store.claim(schedule, self._next(schedule, now)):

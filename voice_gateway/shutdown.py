@@ -24,18 +24,14 @@ log = logging.getLogger(__name__)
 
 
 async def drain(gw: Gateway, grace_s: float) -> None:
-    gw.extras["draining"] = True  # /ready says 503; new calls are refused with 1012
+    gw.draining = True  # /ready says 503; new calls are refused with 1012
     deadline = time.monotonic() + grace_s
-    sessions = list(gw.extras.get("calls", ()))
+    sessions = list(gw.calls)
     phones = sum(1 for s in sessions if s.transport.source == "phone")
     log.info("draining: %d call(s) (%d by phone), up to %.0f s", len(sessions), phones, grace_s)
     await asyncio.gather(*(s.drain(deadline) for s in sessions), return_exceptions=True)
-    bus = gw.extras.get("bus")
-    if bus is not None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                bus.publisher.drain_once(), max(1.0, deadline - time.monotonic())
-            )
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(gw.bus.publisher.drain_once(), max(1.0, deadline - time.monotonic()))
     log.info("drained")
 
 

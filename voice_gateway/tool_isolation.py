@@ -11,12 +11,15 @@ the remaining layers (rlimits, clean environment, uid nobody, audit hook), logge
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
+from agents.tools.sandbox import Sandbox
 from voice_gateway.errors import ApiError
 
+if TYPE_CHECKING:
+    from voice_gateway.gateway import Gateway
+
 log = logging.getLogger(__name__)
-REFUSED = "tools_refused"  # key in Gateway.extras: the refusal message, when refusing
 HINT = (
     "Grant the gateway what the sandbox needs (docker-compose.yml: cap_add SYS_ADMIN and "
     "apparmor=unconfined; see SECURITY.md), or set VG_SANDBOX_ALLOW_WEAK=1 to run custom tools "
@@ -24,22 +27,23 @@ HINT = (
 )
 
 
-async def check_tool_isolation(gw: Any) -> None:
-    """Probe the sandbox; log the outcome and remember a refusal on `gw.extras`."""
-    allow_weak = gw.settings.sandbox_allow_weak
-    reason = await gw.loop.sandbox.check_isolation(allow_weak)
-    gw.extras.pop(REFUSED, None)
+async def check_tool_isolation(sandbox: Sandbox, allow_weak: bool) -> str | None:
+    """Probe the sandbox and log the outcome; the refusal message when custom tools are
+    refused (kept on `Gateway.tools_refused`), else None."""
+    reason = await sandbox.check_isolation(allow_weak)
     if reason is None:
         log.info("custom tools: isolated (network and mount namespaces, minimal root)")
-    elif allow_weak:
+        return None
+    if allow_weak:
         log.warning("%s; running them anyway because VG_SANDBOX_ALLOW_WEAK=1", reason)
-    else:
-        gw.extras[REFUSED] = f"custom tools are disabled: {reason}. {HINT}"
-        log.error("%s", gw.extras[REFUSED])
+        return None
+    refused = f"custom tools are disabled: {reason}. {HINT}"
+    log.error("%s", refused)
+    return refused
 
 
-def refuse_if_unisolated(gw: Any) -> None:
+def refuse_if_unisolated(gw: Gateway) -> None:
     """403 (JSON detail) on creating or changing a tool's code when tools are refused."""
-    refused = gw.extras.get(REFUSED)
+    refused = gw.tools_refused
     if refused:
         raise ApiError(403, refused)

@@ -112,7 +112,7 @@ async def test_client_vanishing_mid_reply_cancels_and_persists(vg: VoiceGateway)
     assert c.ws is not None
     c.ws.transport.abort()  # vanish without a close frame
     for _ in range(100):
-        if vg.llm.cancelled and not vg.server.app.state.gw.extras.get("calls"):  # type: ignore[attr-defined]
+        if vg.llm.cancelled and not vg.server.app.state.gw.calls:  # type: ignore[attr-defined]
             break
         await asyncio.sleep(0.05)
     assert vg.llm.cancelled == 1  # the LLM stream was cancelled

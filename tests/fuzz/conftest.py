@@ -40,7 +40,7 @@ class Live:
         return int(self.server.call(count()))
 
     def live_calls(self) -> int:
-        return len(self.gw.extras.get("calls", ()))
+        return len(self.gw.calls)
 
 
 @pytest.fixture(scope="module")

@@ -225,7 +225,7 @@ def test_no_call_left_and_counts(live: Live) -> None:
     deadline = time.monotonic() + 10
     while (live.live_calls() or live.call_tasks()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert live.live_calls() == 0, live.gw.extras.get("calls")
+    assert live.live_calls() == 0, list(live.gw.calls)
     assert live.call_tasks() == 0
     for name, counts in TRIED.items():
         frames = sum(n for k, n in counts.items() if k != "examples")

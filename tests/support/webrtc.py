@@ -71,7 +71,7 @@ def leaks(server: ServerThread) -> Leaks:
         server_call_tasks(server),
         udp_sockets(),
         rtc_threads(),
-        len(gw.extras.get("calls", ())),
+        len(gw.calls),
         len(gw.webrtc.live),
     )
 

@@ -23,6 +23,7 @@ from memory.models import NotFound
 from memory.orm import new_id
 from voice_gateway.callers import BadCallerKey, open_conversation
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.openai_chat import chat_request_problem
 from voice_gateway.routes.http import load_json
 
@@ -133,7 +134,7 @@ def conversation_of(body: dict[str, Any]) -> str | None:
 
 
 class _Run:
-    def __init__(self, gw: Any, agent_id: str, inp: TurnInput, voice: bool) -> None:
+    def __init__(self, gw: Gateway, agent_id: str, inp: TurnInput, voice: bool) -> None:
         self.gw, self.agent_id, self.inp, self.voice = gw, agent_id, inp, voice
         self.id = f"chatcmpl-{new_id('x')[2:26]}"
         self.created = int(time.time())

@@ -14,6 +14,7 @@ from agents.context import TEXT, order_context
 from memory.models import AgentData, ConversationData, MessageData, NotFound
 from memory.orm import new_id
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 
 
 async def conversation(
@@ -55,7 +56,7 @@ async def visible_agent_ids(request: Request) -> list[str] | None:
         after = page[-1].id
 
 
-async def compact(gw: Any, agent: AgentData, conv: ConversationData) -> dict[str, Any]:
+async def compact(gw: Gateway, agent: AgentData, conv: ConversationData) -> dict[str, Any]:
     """Fold the conversation's whole context window into one summary message (under its
     turn lock, so no turn of it runs meanwhile)."""
     async with gw.loop.locks.hold(conv.id):
@@ -74,7 +75,7 @@ async def compact(gw: Any, agent: AgentData, conv: ConversationData) -> dict[str
 
 
 async def fork(
-    gw: Any, agent: AgentData, conv: ConversationData, upto: str | None
+    gw: Gateway, agent: AgentData, conv: ConversationData, upto: str | None
 ) -> ConversationData:
     """A new conversation of the same agent and caller holding a copy of the source's
     in-context messages (up to and including message `upto`)."""
@@ -104,7 +105,7 @@ def _copy(m: MessageData, conversation_id: str) -> MessageData:
     )
 
 
-async def recompile(gw: Any, agent: AgentData, conv: ConversationData, dry_run: bool) -> str:
+async def recompile(gw: Gateway, agent: AgentData, conv: ConversationData, dry_run: bool) -> str:
     """The system prompt the conversation's next turn gets (the agent's blocks as its caller
     sees them, as they are now). Unless `dry_run`, cached prompts of the agent are dropped."""
     seen = await gw.memory.agents.get(agent.id, identity_id=conv.identity_id)

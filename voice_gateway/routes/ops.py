@@ -20,7 +20,7 @@ async def metrics(request: Request) -> Response:
     principal = await gw.auth.principal(request)
     if principal.scoped:
         raise ApiError(403, "metrics need the admin key")
-    return Response(await gw.metrics.render(gw), media_type=CONTENT_TYPE_LATEST)
+    return Response(await gw.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 async def health(request: Request) -> JSONResponse:
@@ -33,12 +33,11 @@ async def ready(request: Request) -> JSONResponse:
     reported but does not decide: without it calls and requests go on (turns are spooled)."""
     gw = request.app.state.gw
     checks: dict[str, bool] = {"database": await gw.memory.db.ping()}
-    bus = gw.extras.get("bus")
     if gw.settings.redis_url:
-        checks["redis"] = bool(bus is not None and await bus.redis_ok())
+        checks["redis"] = await gw.bus.redis_ok()
     if gw.settings.voice:
         checks["models"] = gw.voice is not None
-    checks["accepting"] = not gw.extras.get("draining", False)
+    checks["accepting"] = not gw.draining
     ok = all(v for k, v in checks.items() if k != "redis")
     return JSONResponse(
         {"status": "ready" if ok else "unavailable", "checks": checks},

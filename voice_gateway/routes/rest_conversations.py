@@ -25,7 +25,6 @@ from voice_gateway.protocol.letta_callers import (
 from voice_gateway.routes import conversation_access as access
 from voice_gateway.routes.http import parse_body, query_bool, query_int
 from voice_gateway.routes.rest_messages import message_page, respond, sse_events, turn_input
-from voice_gateway.runs import runs_of
 
 _ARCHIVE = {"unarchived": False, "archived": True, "all": None}
 
@@ -115,7 +114,7 @@ async def delete_conversation(request: Request) -> JSONResponse:
     )
     if conv.id == default_conversation_id(agent.id):
         raise ApiError(400, "an agent's default conversation goes only with the agent")
-    runs = runs_of(gw)
+    runs = gw.runs
     await runs.cancel(conv.id)
     async with gw.loop.locks.hold(conv.id):  # no turn of it half-written
         await gw.memory.conversations.delete(conv.id)
@@ -131,7 +130,7 @@ async def cancel_conversation(request: Request) -> JSONResponse:
     _, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
-    cancelled = await runs_of(gw).cancel(conv.id)
+    cancelled = await gw.runs.cancel(conv.id)
     return JSONResponse({run_id: "cancelled" for run_id in cancelled})
 
 
@@ -157,7 +156,7 @@ async def resume_stream(request: Request) -> Response:
     gw = request.app.state.gw
     body = await parse_body(request, AgentNamed)
     _, conv = await access.conversation(request, _cid(request), body.agent_id)
-    run = runs_of(gw).latest(conv.id)
+    run = gw.runs.latest(conv.id)
     if run is None or (body.run_id is not None and run.run_id != body.run_id):
         raise ApiError(404, f"no run to resume in conversation {conv.id}")
     start = body.starting_after or 0

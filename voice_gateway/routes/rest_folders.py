@@ -16,6 +16,7 @@ from memory.ingest import UnsupportedFile, file_type
 from memory.models import Conflict
 from voice_gateway.errors import ApiError
 from voice_gateway.file_jobs import FileJobs
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
 from voice_gateway.routes import rest_open_files
 from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
@@ -25,12 +26,7 @@ DUPLICATES = ("suffix", "error", "skip", "replace")
 
 
 def jobs(request: Request) -> FileJobs:
-    gw = request.app.state.gw
-    found = gw.extras.get("file_jobs")
-    if found is None:
-        found = gw.extras["file_jobs"] = FileJobs(gw.memory)
-    assert isinstance(found, FileJobs)
-    return found
+    return gateway_of(request).file_jobs
 
 
 async def _folder(request: Request) -> FolderData:

@@ -20,6 +20,7 @@ from agents.tools.mcp_tools import McpTools
 from memory.mcp_servers import McpServerData, McpToolIn, SecretsUnavailable
 from memory.models import NotFound
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.letta import _Body, custom_tool_json
 from voice_gateway.routes.http import parse_body
 from voice_gateway.tool_isolation import refuse_if_unisolated
@@ -87,7 +88,7 @@ def _mcp(request: Request) -> McpTools:
     return mcp
 
 
-def _fields(gw: Any, name: str, c: McpConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+def _fields(gw: Gateway, name: str, c: McpConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     if c.mcp_server_type == "stdio":
         if not c.command:
             raise ApiError(422, "config.command is required for a stdio MCP server")

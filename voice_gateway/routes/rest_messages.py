@@ -26,6 +26,7 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.letta import (
     MessagesRequest,
     MessageType,
@@ -34,7 +35,6 @@ from voice_gateway.protocol.letta import (
     tool_return_json,
 )
 from voice_gateway.routes.http import parse_body, query_int
-from voice_gateway.runs import runs_of
 
 Events = Callable[[], AsyncGenerator[AgentEvent, None]]
 Wants = Callable[[dict[str, Any]], bool]
@@ -67,7 +67,7 @@ async def _turn(request: Request) -> tuple[Any, str, TurnInput, MessagesRequest]
 
 
 async def turn_input(
-    gw: Any, agent: Any, body: MessagesRequest, conversation_id: str | None
+    gw: Gateway, agent: Any, body: MessagesRequest, conversation_id: str | None
 ) -> TurnInput:
     """The run's input: a user message, or the answers to the conversation's waiting calls
     (409 when it waits for none, or when a message comes while it waits)."""
@@ -123,13 +123,13 @@ async def send_message(request: Request) -> Response:
     return await respond(gw, agent_id, inp, body)
 
 
-async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest) -> Response:
+async def respond(gw: Gateway, agent_id: str, inp: TurnInput, body: MessagesRequest) -> Response:
     """Run the turn and answer as Letta does: a LettaResponse, or SSE with `streaming`."""
     if body.streaming:
         return sse(gw, agent_id, inp, body)
     messages: list[dict[str, Any]] = []
     done: RunDone | None = None
-    async with aclosing(runs_of(gw).run(gw.loop, agent_id, inp)) as events:
+    async with aclosing(gw.runs.run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
                 messages += [m for m in letta_messages(ev.message) if body.wants(m)]
@@ -157,16 +157,16 @@ def _data(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def sse(gw: Any, agent_id: str, inp: TurnInput, req: MessagesRequest) -> StreamingResponse:
+def sse(gw: Gateway, agent_id: str, inp: TurnInput, req: MessagesRequest) -> StreamingResponse:
     """Run the turn (cancellable through its conversation) and stream it as SSE."""
     tokens = req.stream_tokens
     return sse_events(
-        gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
+        gw, lambda: gw.runs.run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
     )
 
 
 def sse_events(
-    gw: Any,
+    gw: Gateway,
     events_of: Events,
     tokens: bool,
     count: bool = True,
@@ -184,7 +184,7 @@ def sse_events(
 
 
 async def sse_frames(
-    gw: Any,
+    gw: Gateway,
     events_of: Events,
     tokens: bool,
     count: bool = True,

@@ -20,6 +20,7 @@ from memory.models import NotFound
 from memory.orm import Run, Step, new_id
 from memory.runs import ACTIVE, RunData, StepData
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.letta_runs import (
     CALLBACK_KEY,
     AsyncMessagesRequest,
@@ -40,9 +41,8 @@ from voice_gateway.routes.rest_messages import (
     sse_frames,
 )
 from voice_gateway.routes.rest_messages import turn_input as message_turn
-from voice_gateway.run_callbacks import callbacks_of
-from voice_gateway.run_mirror import ORPHANED, mirror_of
-from voice_gateway.runs import ActiveRun, runs_of
+from voice_gateway.run_mirror import ORPHANED
+from voice_gateway.runs import ActiveRun
 
 
 def _order(request: Request) -> Any:
@@ -68,7 +68,7 @@ async def run_of(request: Request, run_id: str) -> RunData:
     try:
         run = await gw.memory.runs.get(run_id)
     except NotFound:
-        active = runs_of(gw).find(run_id)
+        active = gw.runs.find(run_id)
         if active is None:
             raise
         status = "completed" if active.done else "running"
@@ -79,7 +79,7 @@ async def run_of(request: Request, run_id: str) -> RunData:
     except NotFound:
         raise NotFound("run", run_id) from None
     if run.status == "created":  # a background run under way here, before its first step
-        active = runs_of(gw).find(run_id)
+        active = gw.runs.find(run_id)
         if active is not None and active.events and not active.done:
             run.status = "running"
     return run
@@ -179,11 +179,11 @@ async def stream_run(request: Request) -> Response:
     gw = request.app.state.gw
     run = await run_of(request, _rid(request))
     body = await parse_body(request, RunStream)
-    active = runs_of(gw).find(run.id)
+    active = gw.runs.find(run.id)
     if active is not None:
         start = min(body.starting_after, len(active.events))
         return sse_events(gw, lambda: active.follow(start), active.tokens, False, start)
-    mirror = mirror_of(gw)
+    mirror = gw.run_mirror
     if mirror is not None and run.background and await _mirrored(mirror, run):
         frames = mirror.replay(run.id, body.starting_after, lambda: orphaned(gw, run.id))
         return StreamingResponse(
@@ -211,7 +211,7 @@ async def _mirrored(mirror: Any, run: RunData) -> bool:
     return run.status in ACTIVE and bool(await mirror.owned(run.id))
 
 
-async def orphaned(gw: Any, run_id: str) -> list[str]:
+async def orphaned(gw: Gateway, run_id: str) -> list[str]:
     """A run whose gateway stopped: marked failed; the frames that end its stream."""
     await gw.memory.runs.mark_failed(run_id, ORPHANED)
     run = await gw.memory.runs.get(run_id)
@@ -234,20 +234,20 @@ async def send_async(request: Request) -> JSONResponse:
     return JSONResponse(run_json(await gw.memory.runs.get(active.run_id)))
 
 
-async def start_async(gw: Any, agent: Any, body: AsyncMessagesRequest) -> ActiveRun:
+async def start_async(gw: Gateway, agent: Any, body: AsyncMessagesRequest) -> ActiveRun:
     """The background run of `body` (also what a due scheduled message sends)."""
     if body.conversation_id is not None:
         await gw.memory.conversations.get(body.conversation_id, agent.id)
     inp = await message_turn(gw, agent, body, body.conversation_id)
     config = {"include_return_message_types": body.include_return_message_types}
-    mirror = mirror_of(gw)
+    mirror = gw.run_mirror
     if mirror is not None:  # re-attachable on any gateway: voice_gateway/run_mirror.py
         inp.turn_id = inp.turn_id or new_id("run")
         await mirror.claim(inp.turn_id)
     callback = {CALLBACK_KEY: {"url": body.callback_url}} if body.callback_url else None
-    active = await runs_of(gw).start_background(gw.loop, agent.id, inp, config, callback)
+    active = await gw.runs.start_background(gw.loop, agent.id, inp, config, callback)
     if body.callback_url:  # POSTed the outcome when the run ends: voice_gateway/run_callbacks.py
-        callbacks_of(gw).watch(active, body.callback_url)
+        gw.run_callbacks.watch(active, body.callback_url)
     if mirror is not None:
         mirror.publish(active.run_id, sse_frames(gw, lambda: active.follow(0), True, False))
     return active
@@ -258,7 +258,7 @@ async def cancel_runs(request: Request) -> JSONResponse:
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, CancelRequest)
-    cancelled = await runs_of(gw).cancel_agent(agent.id, body.run_ids)
+    cancelled = await gw.runs.cancel_agent(agent.id, body.run_ids)
     return JSONResponse({run_id: "cancelled" for run_id in cancelled})
 
 

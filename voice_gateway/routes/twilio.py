@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +16,7 @@ from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
 from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
@@ -88,7 +88,7 @@ async def voice_webhook(request: Request) -> Response:
     return Response(str(twiml.to_xml()), media_type="application/xml")
 
 
-def over_capacity(gw: Any, busy: Refusal) -> Response:
+def over_capacity(gw: Gateway, busy: Refusal) -> Response:
     """The webhook's answer when this process is at capacity: 503 (Retry-After), which makes
     Twilio request the number's Fallback URL (another instance or region); the TwiML body
     (busy) is what a platform that reads error bodies plays. Nothing is connected."""
@@ -106,7 +106,7 @@ def over_capacity(gw: Any, busy: Refusal) -> Response:
 async def media_socket(ws: WebSocket) -> None:
     gw = ws.app.state.gw
     await ws.accept()
-    if gw.extras.get("draining"):
+    if gw.draining:
         await ws.close(CLOSE_RESTART, "server is shutting down")
         return
     ticket = admit_call(gw, "phone")
@@ -119,7 +119,7 @@ async def media_socket(ws: WebSocket) -> None:
         ticket.release()
 
 
-async def _media_call(gw: Any, ws: WebSocket, ticket: Ticket) -> None:
+async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
     transport = TwilioTransport(ws)
     info = await transport.start_within(gw.settings.idle_timeout_s)
     if info is None:

@@ -17,6 +17,7 @@ from memory.models import NotFound
 from voice_gateway.auth import Principal, anonymous, client_ip
 from voice_gateway.capacity import Refusal, Ticket
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import Gateway
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
@@ -81,7 +82,7 @@ async def _authenticate(ws: WebSocket, agent_id: str) -> Principal:
     return await gw.auth.principal(ws)
 
 
-async def refusal(gw: Any, ws: WebSocket, exc: ApiError) -> tuple[int, str]:
+async def refusal(gw: Gateway, ws: WebSocket, exc: ApiError) -> tuple[int, str]:
     """The close for a refused credential. A failed attempt counts against the client IP's
     request rate, as on HTTP (voice_gateway/limits.py), so keys and tokens cannot be guessed
     at socket speed: over the rate it is 4429 instead of 4401."""
@@ -91,7 +92,7 @@ async def refusal(gw: Any, ws: WebSocket, exc: ApiError) -> tuple[int, str]:
     return CLOSE_UNAUTHORIZED, exc.detail[:120]
 
 
-def admit_call(gw: Any, source: str) -> Ticket | Refusal:
+def admit_call(gw: Gateway, source: str) -> Ticket | Refusal:
     """A slot of this process for a new call, or why not (counted in vg_calls_refused_total)."""
     verdict = gw.capacity.admit()
     if isinstance(verdict, Refusal):
@@ -102,7 +103,7 @@ def admit_call(gw: Any, source: str) -> Ticket | Refusal:
 async def voice_socket(ws: WebSocket) -> None:
     gw = ws.app.state.gw
     await ws.accept()
-    if gw.extras.get("draining"):
+    if gw.draining:
         await ws.close(CLOSE_RESTART, "server is shutting down")
         return
     # before any other work: a refused call costs the process next to nothing
@@ -116,7 +117,7 @@ async def voice_socket(ws: WebSocket) -> None:
         ticket.release()
 
 
-async def _voice_call(gw: Any, ws: WebSocket, ticket: Ticket) -> None:
+async def _voice_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
     agent_id = ws.path_params["agent_id"]
     try:
         principal = await _authenticate(ws, agent_id)
@@ -130,7 +131,7 @@ async def _voice_call(gw: Any, ws: WebSocket, ticket: Ticket) -> None:
     except NotFound:
         await ws.close(CLOSE_NOT_FOUND, "agent not found")
         return
-    voice = gw.extras.get("voice")
+    voice = gw.voice
     if voice is None:
         await ws.close(1011, "voice services are not available")
         return
@@ -161,7 +162,7 @@ def quota_ender(transport: Transport) -> Callable[[], Awaitable[None]]:
 
 
 async def run_call(
-    gw: Any,
+    gw: Gateway,
     session: VoiceSession,
     guard: CallGuard,
     info: StartInfo | None = None,
@@ -169,12 +170,11 @@ async def run_call(
 ) -> None:
     """Run an admitted call; its minutes are counted and its slots (the identity's and the
     process's) freed however it ends."""
-    calls = gw.extras.setdefault("calls", set())
-    calls.add(session)
+    gw.calls.add(session)
     try:
         await session.run(info)
     finally:
-        calls.discard(session)
+        gw.calls.discard(session)
         if ticket is not None:
             ticket.release()
         await guard.close()

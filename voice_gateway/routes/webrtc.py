@@ -57,7 +57,7 @@ async def create_call(request: Request) -> Response:
     """Offer SDP, receive the answer: start a WebRTC voice call"""
     gw = gateway_of(request)
     agent_id = request.path_params["agent_id"]
-    if gw.extras.get("draining"):
+    if gw.draining:
         raise ApiError(503, "server is shutting down: offer again (another instance answers)")
     principal = await authenticate(request, agent_id)
     try:
@@ -68,7 +68,7 @@ async def create_call(request: Request) -> Response:
         raise ApiError(404, f"agent not found: {agent_id[:80]}") from exc
     offer = await read_offer(request)
     calls = _calls(gw)
-    assert gw.quotas is not None and gw.voice is not None  # set when the gateway opened
+    assert gw.voice is not None  # set when the gateway opened with VG_VOICE
     ticket = admit_call(gw, "webrtc")
     if isinstance(ticket, Refusal):  # no ICE, no DTLS: refused before the media starts
         raise ApiError(503, ticket.detail, {"Retry-After": str(RETRY_AFTER_S)})
