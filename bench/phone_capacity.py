@@ -46,7 +46,7 @@ from voice_concurrency import settle
 
 from tests.support.phone import TOKEN, TwilioCall, call_form, parse_twiml, pcm_to_ulaw, sign
 from tests.support.real_speech import MISSING, background, clips, speech_span
-from voice_gateway.pipeline.audio import resample_whole
+from voice_gateway.audio import resample_whole
 
 POLICIES = ("vad", "smart")  # (the second was `auto`, the phone's smart, until stop 47)
 TARGET = 0.75

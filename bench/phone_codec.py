@@ -1,6 +1,6 @@
 """Cost per 20 ms frame of the phone path's audio work (Twilio Media Streams, 8 kHz mu-law).
 
-- ulaw_decode / ulaw_encode: G.711 mu-law with numpy lookup tables (voice_gateway.pipeline.audio)
+- ulaw_decode / ulaw_encode: G.711 mu-law with numpy lookup tables (voice_gateway.audio)
   on 160 samples; checked bit-exact against audioop where audioop still exists (Python < 3.13).
 - resample 8k->16k (caller audio into VAD/STT) and 16k->8k: the streaming polyphase resampler
   on one frame, its state carried across frames as in a call.
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from _common import emit, parser, ratio
 
-from voice_gateway.pipeline.audio import StreamingResampler, ulaw_decode, ulaw_encode
+from voice_gateway.audio import StreamingResampler, ulaw_decode, ulaw_encode
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

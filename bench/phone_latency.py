@@ -42,7 +42,7 @@ from tests.support.real_speech import MISSING, background, clips, speech_span
 from tests.support.servers import ServerThread, free_port
 from tests.support.speech import frames, rms_dbfs, silence, speak, wer
 from tests.support.voice_client import VoiceClient
-from voice_gateway.pipeline.audio import resample_whole
+from voice_gateway.audio import resample_whole
 
 SENTENCES = [
     "Hello, could you tell me what time the shop opens tomorrow morning?",

@@ -67,7 +67,7 @@ PARTS = ("endpointing_ms", "stt_ms", "llm_ttft_ms", "tts_ttfb_ms", "voice_to_voi
 
 def piper_clip(text: str) -> np.ndarray:
     """`text` in Piper's bundled voice at 16 kHz, its trailing silence cut off."""
-    from voice_gateway.pipeline.audio import resample_whole
+    from voice_gateway.audio import resample_whole
     from voice_gateway.tts.base import TTSError
     from voice_gateway.tts.piper import PiperTTS
 

@@ -26,7 +26,7 @@ from _common import emit, parser, ratio, summary
 from _voice import load
 
 from tests.support.speech import speak, wer
-from voice_gateway.pipeline.audio import StreamingResampler, pcm_to_array, ulaw_decode, ulaw_encode
+from voice_gateway.audio import StreamingResampler, pcm_to_array, ulaw_decode, ulaw_encode
 from voice_gateway.stt.whisper import (
     RETRY_MIN_FRAMES,
     SHORT_MIN_FRAMES,

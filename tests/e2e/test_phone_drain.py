@@ -21,7 +21,7 @@ import websockets
 
 from tests.support.gateway_proc import GatewayProcess, base_env
 from tests.support.phone import TwilioCall, upsample_16k
-from voice_gateway.pipeline.audio import ulaw_decode
+from voice_gateway.audio import ulaw_decode
 from voice_gateway.stt.whisper import transcribe
 
 DRAIN_S = 12.0

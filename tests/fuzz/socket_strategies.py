@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from tests.support.speech import silence, speak
-from voice_gateway.pipeline.audio import ulaw_encode
+from voice_gateway.audio import ulaw_encode
 
 
 @dataclass(frozen=True)

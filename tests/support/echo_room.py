@@ -15,7 +15,7 @@ import websockets
 
 from tests.support.phone import FRAME, TwilioCall, pcm_to_ulaw
 from tests.support.voice_client import VoiceClient
-from voice_gateway.pipeline.audio import ulaw_decode
+from voice_gateway.audio import ulaw_decode
 
 
 @dataclass

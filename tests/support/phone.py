@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import running_gateway
 from tests.support.servers import ServerThread
-from voice_gateway.pipeline.audio import StreamingResampler, ulaw_decode, ulaw_encode
+from voice_gateway.audio import StreamingResampler, ulaw_decode, ulaw_encode
 
 FRAME = 160  # 20 ms of 8 kHz mu-law
 SILENCE = b"\xff" * FRAME  # mu-law digital silence

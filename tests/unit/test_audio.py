@@ -1,4 +1,4 @@
-"""pipeline/audio.py: PCM16 helpers, G.711 mu-law, the streaming polyphase resampler, soxr."""
+"""voice_gateway/audio.py: PCM16 helpers, G.711 mu-law, the streaming polyphase resampler, soxr."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from voice_gateway.pipeline.audio import (
+from voice_gateway.audio import (
     StreamingResampler,
     array_to_pcm,
     pcm_to_array,

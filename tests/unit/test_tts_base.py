@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from voice_gateway.pipeline.audio import pcm_to_array
+from voice_gateway.audio import pcm_to_array
 from voice_gateway.tts.base import TTSError, TTSProvider
 
 TONE = (np.sin(2 * np.pi * 440 * np.arange(24000) / 24000) * 8000).astype("<i2").tobytes()

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voice_gateway.pipeline.audio import pcm_to_array
+from voice_gateway.audio import pcm_to_array
 from voice_gateway.tts.base import TTSError
 from voice_gateway.tts.espeak import OVERFLOW_WAIT_MS, EspeakTTS
 from voice_gateway.tts.espeak_engine import Engine, Job, shared_engine

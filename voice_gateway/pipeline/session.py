@@ -16,10 +16,10 @@ from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
 from memory.models import AgentData, Source
 from memory.orm import new_id
+from voice_gateway.audio import StreamingResampler
 from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
-from voice_gateway.pipeline.audio import StreamingResampler
 from voice_gateway.pipeline.call_end import (
     drain_call,
     publish_call_end,

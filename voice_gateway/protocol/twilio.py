@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voice_gateway.pipeline.audio import ulaw_decode, ulaw_encode
+from voice_gateway.audio import ulaw_decode, ulaw_encode
 from voice_gateway.pipeline.transport import (
     CLOSE_NORMAL,
     CLOSE_POLICY,

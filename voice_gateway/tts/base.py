@@ -10,7 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from voice_gateway.pipeline.audio import StreamingResampler, resample_whole
+from voice_gateway.audio import StreamingResampler, resample_whole
 
 log = logging.getLogger(__name__)
 

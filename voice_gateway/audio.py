@@ -1,5 +1,7 @@
-"""PCM16 helpers, G.711 mu-law (numpy tables), and resampling: a low-delay streaming polyphase
-FIR for live audio, soxr for whole TTS sentences. No audioop (gone in Python 3.13)."""
+"""Audio primitives: PCM16 helpers, G.711 mu-law (numpy tables), and resampling: a low-delay
+streaming polyphase FIR for live audio, soxr for whole TTS sentences. No audioop (gone in
+Python 3.13). Below both the call pipeline and the providers (stt, tts, vad, protocols): it
+imports nothing of the gateway."""
 
 from __future__ import annotations
 
