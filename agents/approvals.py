@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from memory.ids import default_conversation_id
 from memory.models import MessageData, ToolCallData
-from memory.orm import default_conversation_id
 
 if TYPE_CHECKING:
     from memory.service import Memory

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from memory.blocks import compile_blocks
@@ -169,11 +167,3 @@ def extractive_summary(messages: Sequence[MessageData]) -> str:
             first = m.content.strip().split(". ")[0][:160]
             lines.append(f"{m.role}: {first}")
     return "\n".join(lines[-60:])
-
-
-def tool_result_json(ok: bool, result: str) -> str:
-    return result if ok else json.dumps({"status": "error", "message": result})
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)

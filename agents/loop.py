@@ -12,7 +12,7 @@ from typing import Any
 
 from agents.approvals import Answer, ClientTool, NotWaiting, pending_in
 from agents.compiled import ContextCompiler
-from agents.context import TEXT, Mode, PromptCache, order_context, to_openai, utc_now
+from agents.context import TEXT, Mode, PromptCache, order_context, to_openai
 from agents.events import (
     AgentEvent,
     ApprovalRequest,
@@ -45,8 +45,8 @@ from agents.tools.mcp_tools import McpTools
 from agents.tools.registry import Tool, ToolRegistry
 from agents.tools.sandbox import Sandbox, SandboxConfig
 from agents.tools.staging import StagedMemory
+from memory.ids import default_conversation_id, new_id, utcnow
 from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
-from memory.orm import default_conversation_id, new_id
 from memory.raw import Stmt
 from memory.runs import RunRecord, StepRecord, record_stmts
 from memory.service import Memory
@@ -94,7 +94,7 @@ class _Run:
     conversation_id: str
     identity_id: str | None = None
     messages_version: int | None = None
-    started_at: object = field(default_factory=utc_now)
+    started_at: object = field(default_factory=utcnow)
     usage: Usage = field(default_factory=Usage)
     steps: int = 0
     texts: list[str] = field(default_factory=list)
@@ -467,7 +467,7 @@ class AgentLoop:
             agent_text_heard=text,
             interrupted=interrupted,
             started_at=run.started_at,
-            ended_at=utc_now(),
+            ended_at=utcnow(),
         )
 
     async def _save_partial(self, run: _Run, stop: StopReason, error: str | None = None) -> None:

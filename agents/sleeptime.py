@@ -26,13 +26,9 @@ from agents.events import RunDone
 from agents.loop import AgentLoop, TurnInput
 from agents.tools import SLEEPTIME_TOOLS
 from agents.tools.staging import StagedMemory
+from memory.ids import utcnow
 from memory.models import BlockData, Conflict, NotFound, TranscriptEvent
-from memory.orm import (
-    Agent,
-    ProcessedEvent,
-    SleeptimeState,
-    utcnow,
-)
+from memory.orm import Agent, ProcessedEvent, SleeptimeState
 from memory.raw import Row, Stmt
 from memory.service import Memory
 from memory.sleeptime_rows import decode_states, pending_reads, pending_writes

@@ -12,8 +12,8 @@ from agents.context import (
     to_openai,
 )
 from agents.llm import LLMError, LLMProvider, LLMRequest
+from memory.ids import new_id
 from memory.models import AgentData, MessageData
-from memory.orm import new_id
 from memory.service import Memory
 
 log = logging.getLogger(__name__)

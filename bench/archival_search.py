@@ -29,8 +29,9 @@ import numpy as np
 from _common import Timer, emit, parser, ratio, summary
 
 from memory.embeddings import LOCAL_HANDLE, get_embedder
+from memory.ids import default_archive_id, new_id
 from memory.models import BlockSpec
-from memory.orm import Passage, default_archive_id, new_id
+from memory.orm import Passage
 from memory.service import Memory
 
 TOPICS = [

@@ -28,8 +28,8 @@ from agents.events import RunDone
 from agents.llm import LLMChunk, LLMProvider, LLMRegistry, LLMRequest, ToolCallDelta, Usage
 from agents.loop import AgentLoop, TurnInput
 from agents.tools.registry import ToolContext, ToolRegistry
+from memory.ids import default_conversation_id
 from memory.models import BlockSpec
-from memory.orm import default_conversation_id
 from memory.service import Memory
 
 TOOLS = ToolRegistry()

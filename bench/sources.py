@@ -24,7 +24,8 @@ from _common import Timer, emit, parser, summary
 from archival_search import QUERIES, sentences
 
 from memory.embeddings import LOCAL_HANDLE, get_embedder
-from memory.orm import Passage, new_id
+from memory.ids import new_id
+from memory.orm import Passage
 from memory.service import Memory
 from tests.support.gateway import running_gateway
 from tests.support.pdf import write_pdf

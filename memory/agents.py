@@ -12,18 +12,9 @@ from sqlalchemy import delete, select, tuple_
 
 from memory.blocks import BlockStore, resolve_view
 from memory.db import Database
+from memory.ids import default_archive_id, default_conversation_id, new_id, utcnow
 from memory.models import AgentData, BlockData, BlockSpec, NotFound
-from memory.orm import (
-    Agent,
-    Block,
-    BlockAgent,
-    Conversation,
-    User,
-    default_archive_id,
-    default_conversation_id,
-    new_id,
-    utcnow,
-)
+from memory.orm import Agent, Block, BlockAgent, Conversation, User
 from memory.orm_sources import Archive
 from memory.raw import Codec, Row, Stmt
 

@@ -23,8 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
 from memory.embeddings import Embedder
+from memory.ids import default_archive_id, new_id, utcnow
 from memory.models import NotFound, PassageData
-from memory.orm import Agent, Passage, default_archive_id, new_id, utcnow
+from memory.orm import Agent, Passage
 from memory.orm_sources import Archive, ArchiveAgent
 from memory.vector_index import IndexHit, VectorIndex
 

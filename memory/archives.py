@@ -15,8 +15,9 @@ from sqlalchemy import or_, select, tuple_
 
 from memory.archival import ArchivalStore, ArchiveState, SearchFilter, state_query
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound, PassageData
-from memory.orm import Agent, new_id, utcnow
+from memory.orm import Agent
 from memory.orm_sources import Archive, ArchiveAgent
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import (
     Actor,
     BlockChange,
@@ -20,7 +21,7 @@ from memory.models import (
     LimitExceeded,
     NotFound,
 )
-from memory.orm import Block, BlockAgent, BlockHistory, new_id, utcnow
+from memory.orm import Block, BlockAgent, BlockHistory
 
 log = logging.getLogger(__name__)
 

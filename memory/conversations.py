@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy import delete, select, tuple_
 
 from memory.db import Database
+from memory.ids import default_conversation_id, new_id, utcnow
 from memory.models import ConversationData, NotFound
-from memory.orm import Conversation, Message, default_conversation_id, new_id, utcnow
+from memory.orm import Conversation, Message
 
 DEFAULT = "default"  # the id Letta clients use for an agent's default conversation
 _FIELDS = {"summary", "model", "archived"}

@@ -18,8 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.archival import bump
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound
-from memory.orm import Agent, Block, new_id, utcnow
+from memory.orm import Agent, Block
 from memory.orm_sources import Archive, FileRecord, Folder, FolderAgent
 
 FILE_TOOLS = ["open_files", "grep_files", "semantic_search_files"]

@@ -11,6 +11,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import IdentityData, NotFound
 from memory.orm import (
     Agent,
@@ -22,8 +23,6 @@ from memory.orm import (
     Outbox,
     Passage,
     SleeptimeState,
-    new_id,
-    utcnow,
 )
 
 MAX_CALLER_KEY = 128

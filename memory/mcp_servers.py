@@ -21,8 +21,9 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound
-from memory.orm import Agent, McpServer, Tool, new_id, utcnow
+from memory.orm import Agent, McpServer, Tool
 from memory.tools import ToolData
 
 

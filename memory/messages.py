@@ -10,8 +10,9 @@ from typing import Any, Literal
 from sqlalchemy import func, or_, select
 
 from memory.db import Database
+from memory.ids import default_conversation_id, utcnow
 from memory.models import MessageData, NotFound
-from memory.orm import Message, default_conversation_id, utcnow
+from memory.orm import Message
 from memory.raw import Codec, Stmt
 
 # every column but seq (the database assigns it); the stored values are what the ORM would store

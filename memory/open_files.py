@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
 from memory.files import FileData
-from memory.orm import Block, new_id, utcnow
+from memory.ids import new_id, utcnow
+from memory.orm import Block
 from memory.orm_sources import FileRecord, Folder, FolderAgent
 
 DEFAULT_MAX_OPEN = 5

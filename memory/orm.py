@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -28,13 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from memory.ids import default_archive_id, utcnow
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -209,11 +202,6 @@ class Conversation(Base):
     last_active_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-def default_conversation_id(agent_id: str) -> str:
-    """The agent's default conversation (Letta's `default`): what agent routes talk to."""
-    return "conv-default-" + agent_id.removeprefix("agent-")
-
-
 class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (
@@ -303,11 +291,6 @@ class Step(Base):
     feedback: Mapped[str | None] = mapped_column(String(10))
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-def default_archive_id(agent_id: str) -> str:
-    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0007)."""
-    return "archive-" + agent_id.removeprefix("agent-")
 
 
 def _passage_archive(ctx: Any) -> str | None:

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.orm import Base, UTCDateTime, utcnow
+from memory.ids import utcnow
+from memory.orm import Base, UTCDateTime
 
 
 class ScheduledMessage(Base):

@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memory.orm import Base, UTCDateTime, utcnow
+from memory.ids import utcnow
+from memory.orm import Base, UTCDateTime
 
 
 class Folder(Base):

@@ -9,8 +9,9 @@ from datetime import UTC, timedelta
 from sqlalchemy import func, select, update
 
 from memory.db import Database
+from memory.ids import utcnow
 from memory.models import TranscriptEvent
-from memory.orm import Outbox, ProcessedEvent, utcnow
+from memory.orm import Outbox, ProcessedEvent
 from memory.raw import Stmt
 
 _INSERT = (

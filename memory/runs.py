@@ -16,8 +16,9 @@ from pydantic import Field
 from sqlalchemy import Select, select
 
 from memory.db import Database
+from memory.ids import utcnow
 from memory.models import NotFound, _Model
-from memory.orm import Run, Step, utcnow
+from memory.orm import Run, Step
 from memory.raw import Stmt
 
 RunStatus = Literal["created", "running", "completed", "failed", "cancelled"]

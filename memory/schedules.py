@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from memory.db import Database
+from memory.ids import new_id
 from memory.models import NotFound, _Model
-from memory.orm import new_id
 from memory.orm_schedules import ScheduledMessage
 
 KIND = "scheduled message"

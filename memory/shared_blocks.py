@@ -15,8 +15,9 @@ from sqlalchemy import delete, or_, select
 
 from memory.blocks import BlockStore, resolve_view
 from memory.db import Database
+from memory.ids import new_id
 from memory.models import BlockData, BlockSpec, Conflict, NotFound
-from memory.orm import Agent, Block, BlockAgent, BlockHistory, new_id
+from memory.orm import Agent, Block, BlockAgent, BlockHistory
 
 
 class SharedBlocks:
@@ -99,13 +100,6 @@ class SharedBlocks:
             )
             rows = await s.scalars(q.order_by(*keys).limit(limit))
             return [BlockData.model_validate(r) for r in rows]
-
-    async def attached_agents(self, block_id: str) -> list[str]:
-        async with self.db.read() as s:
-            rows = await s.scalars(
-                select(BlockAgent.agent_id).where(BlockAgent.block_id == block_id)
-            )
-            return list(rows)
 
     async def delete(self, block: BlockData) -> list[str]:
         """Delete the block (its attachments and history too); the agents that saw it."""

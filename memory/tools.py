@@ -17,8 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.db import Database
+from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound
-from memory.orm import Agent, Tool, new_id, utcnow
+from memory.orm import Agent, Tool
 
 FIELDS = {
     "name",

@@ -10,8 +10,9 @@ from datetime import datetime
 from sqlalchemy import select
 
 from memory.db import Database
+from memory.ids import utcnow
 from memory.models import NotFound
-from memory.orm import CallUsage, User, UserLimits, utcnow
+from memory.orm import CallUsage, User, UserLimits
 from memory.raw import Stmt
 
 

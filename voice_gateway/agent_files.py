@@ -15,8 +15,8 @@ from agents.tools.custom import SourceError, parse_source
 from memory.agent_import import AgentPlan, FilePlan, FolderPlan, ToolPlan
 from memory.embeddings import validate_handle
 from memory.files import FILE_TOOLS
+from memory.ids import new_id
 from memory.models import BlockSpec, MessageData, ToolCallData
-from memory.orm import new_id
 from voice_gateway.agent_file_sources import agent_sources, file_plans, folder_plans
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway

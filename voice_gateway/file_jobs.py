@@ -17,8 +17,9 @@ from sqlalchemy import delete, select, update
 
 from memory.archival import bump
 from memory.files import FileData, FolderData
+from memory.ids import utcnow
 from memory.ingest import chunk, from_text, parse
-from memory.orm import Passage, utcnow
+from memory.orm import Passage
 from memory.orm_sources import FileRecord
 from memory.service import Memory
 
@@ -54,10 +55,6 @@ class FileJobs:
         task = asyncio.create_task(job, name=f"ingest {file.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def wait_idle(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _run(self, folder: FolderData, file: FileData, data: bytes, text: str | None) -> None:
         files = self.memory.files

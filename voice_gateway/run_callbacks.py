@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from memory.orm import utcnow
+from memory.ids import utcnow
 from memory.runs import ACTIVE
 from memory.service import Memory
 from voice_gateway.protocol.letta import iso

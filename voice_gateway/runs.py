@@ -24,7 +24,7 @@ from typing import Any
 from agents.events import AgentEvent, RunDone
 from agents.llm import Usage
 from agents.loop import AgentLoop, TurnInput
-from memory.orm import default_conversation_id, new_id
+from memory.ids import default_conversation_id, new_id
 from memory.runs import RunRecord
 
 CANCEL_WAIT_S = 10.0

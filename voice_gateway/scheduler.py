@@ -16,7 +16,7 @@ import contextlib
 import logging
 from datetime import datetime
 
-from memory.orm import utcnow
+from memory.ids import utcnow
 from memory.schedules import ScheduleData, ScheduleStore
 from voice_gateway.cron import Cron, CronError
 from voice_gateway.gateway import Gateway

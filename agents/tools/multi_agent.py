@@ -147,8 +147,8 @@ async def _ask_and_deliver(ctx: ToolContext, agent_id: str, message: str) -> str
     conv = ctx.conversation_id
     if conv is None or ctx.loop is None:
         return text
+    from memory.ids import new_id
     from memory.models import MessageData
-    from memory.orm import new_id
 
     note = MessageData(
         id=new_id("message"),

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 
-from memory.orm import default_conversation_id
+from memory.ids import default_conversation_id
 from tests.e2e.conftest import VoiceGateway
 from tests.support.fake_llm import Reply
 from tests.support.letta_export import letta_file

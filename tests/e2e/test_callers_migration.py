@@ -16,7 +16,7 @@ from alembic import command
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from memory.db import alembic_config
-from memory.orm import default_conversation_id
+from memory.ids import default_conversation_id
 from memory.service import Memory
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from memory.embeddings import LOCAL_HANDLE
+from memory.ids import default_archive_id, new_id
 from memory.models import BlockSpec
-from memory.orm import Agent, Passage, default_archive_id, new_id
+from memory.orm import Agent, Passage
 from memory.service import Memory
 
 N = 6000  # above VectorIndex.exact_below (4096): the int8 pass runs, in a worker thread

@@ -18,8 +18,8 @@ from agents.llm.scripted import ScriptedProvider
 from agents.loop import AgentLoop, LoopConfig, TurnInput
 from agents.tools import BASE_TOOLS
 from agents.voice import VOICE
+from memory.ids import default_conversation_id
 from memory.models import BlockSpec, MessageData
-from memory.orm import default_conversation_id
 from memory.service import Memory
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
 

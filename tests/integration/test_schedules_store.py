@@ -15,7 +15,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from memory.db import Database, alembic_config, normalize_url
-from memory.orm import Base, utcnow
+from memory.ids import utcnow
+from memory.orm import Base
 from memory.schedules import ScheduleStore
 from memory.service import Memory
 

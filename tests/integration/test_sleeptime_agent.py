@@ -18,8 +18,9 @@ from agents.llm import LLMChunk, LLMError, LLMProvider, LLMRegistry, LLMRequest,
 from agents.loop import AgentLoop
 from agents.sleeptime import SleeptimeAgent
 from agents.worker import SleeptimeWorker
+from memory.ids import utcnow
 from memory.models import BlockSpec, TranscriptEvent
-from memory.orm import ProcessedEvent, utcnow
+from memory.orm import ProcessedEvent
 from memory.service import Memory
 
 Plan = list[list[tuple[str, dict[str, Any]]]]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from memory.ids import utcnow
 from memory.models import TranscriptEvent
-from memory.orm import utcnow
 from memory.service import Memory
 from tests.support.gateway import running_gateway
 from tests.support.sleeptime import Ledger, block, history, new_agent, say, wait_until

@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 from agents.approvals import Answer
+from memory.ids import new_id, utcnow
 from memory.models import Source, TranscriptEvent
-from memory.orm import new_id, utcnow
 from voice_gateway.pipeline.transport import CLOSE_GOING_AWAY, CLOSE_RESTART
 
 log = logging.getLogger(__name__)

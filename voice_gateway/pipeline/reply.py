@@ -21,8 +21,8 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from agents.voice import VOICE, FillerDetector
+from memory.ids import new_id, utcnow
 from memory.models import AgentData, NotFound, Source, TranscriptEvent
-from memory.orm import new_id, utcnow
 from memory.runs import TurnMetrics
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.sentences import SentenceSplitter

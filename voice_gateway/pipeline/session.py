@@ -14,8 +14,8 @@ from typing import Any
 
 from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
+from memory.ids import new_id
 from memory.models import AgentData, Source
-from memory.orm import new_id
 from voice_gateway.audio import StreamingResampler
 from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id

@@ -19,8 +19,8 @@ from agents.events import RunDone, TextDelta, ToolArgsDelta, ToolCallReady
 from agents.locks import LockTimeout
 from agents.loop import TurnInput
 from agents.voice import DEFAULT_FILLER, VOICE, pre_exec_from_partial
+from memory.ids import new_id
 from memory.models import NotFound
-from memory.orm import new_id
 from voice_gateway.callers import BadCallerKey, open_conversation
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway

@@ -11,8 +11,8 @@ from typing import Any
 from starlette.requests import Request
 
 from agents.context import TEXT, order_context
+from memory.ids import new_id
 from memory.models import AgentData, ConversationData, MessageData, NotFound
-from memory.orm import new_id
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway
 

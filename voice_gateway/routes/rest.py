@@ -11,8 +11,8 @@ from starlette.routing import BaseRoute, Route
 
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
+from memory.ids import default_conversation_id, new_id
 from memory.models import AgentData, BlockSpec, MessageData
-from memory.orm import default_conversation_id, new_id
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json

@@ -15,9 +15,9 @@ from agents.tools import REGISTRY
 from agents.tools.registry import Tool
 from memory.agent_import import import_agents
 from memory.blocks import compile_blocks
+from memory.ids import default_conversation_id
 from memory.models import MessageData
 from memory.open_files import OpenFiles
-from memory.orm import default_conversation_id
 from memory.tools import ToolData
 from voice_gateway.agent_files import ImportOptions, Planner
 from voice_gateway.errors import ApiError

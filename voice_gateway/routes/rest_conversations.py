@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from memory.identities import BadCallerKey
-from memory.orm import default_conversation_id
+from memory.ids import default_conversation_id
 from voice_gateway.callers import open_conversation
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta_callers import (

@@ -16,8 +16,9 @@ from starlette.routing import BaseRoute, Route
 
 from agents.events import AgentEvent, MessageSaved, RunDone
 from agents.llm import Usage
+from memory.ids import new_id
 from memory.models import NotFound
-from memory.orm import Run, Step, new_id
+from memory.orm import Run, Step
 from memory.runs import ACTIVE, RunData, StepData
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from memory.orm import utcnow
+from memory.ids import utcnow
 from memory.schedules import ScheduleData, ScheduleStore
 from voice_gateway.cron import CronError
 from voice_gateway.errors import ApiError
