@@ -9,6 +9,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY voice_gateway ./voice_gateway
 COPY agents ./agents
+COPY transcripts ./transcripts
 COPY memory ./memory
 COPY web_client ./web_client
 RUN pip install --no-cache-dir ".[deepgram,piper]" \

@@ -1,5 +1,5 @@
 """Block-change notifications fanned out to live sessions (in-process; the Redis pub/sub
-relay in agents.bus forwards `vg:memory:{agent_id}` messages into the same hub).
+relay in transcripts.bus forwards `vg:memory:{agent_id}` messages into the same hub).
 
 A change reaches only the sessions that see the block: a caller's own copy of a caller-scoped
 block, that caller's sessions; the caller-scoped template, the sessions without a caller (the

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.bus import GROUP, STREAM
 from tests.support.procs import WorkerProcess
+from transcripts.bus import GROUP, STREAM
 
 MODEL = "scripted/demo"
 EVERY_TURNS = 5  # the default of VG_SLEEPTIME_EVERY_TURNS

@@ -35,11 +35,11 @@ from typing import Any
 
 from _common import emit, parser, postgres_admin_url, ratio, summary, temp_postgres
 
-from agents.bus import OutboxPublisher, RedisStreamsBus
 from memory.models import BlockSpec, TranscriptEvent
 from memory.service import Memory
 from tests.support.procs import WorkerProcess
 from tests.support.services import RedisServer, start_redis
+from transcripts.bus import OutboxPublisher, RedisStreamsBus
 
 EVERY = 5
 

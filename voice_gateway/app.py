@@ -17,7 +17,6 @@ from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 
 from agents.llm import LLMRegistry
-from agents.locks import RedisLocks
 from agents.loop import AgentLoop, LoopConfig
 from agents.memory_events import MemoryEvents
 from agents.tools.mcp_client import McpPool
@@ -26,6 +25,7 @@ from agents.tools.sandbox import SandboxConfig
 from memory.mcp_servers import McpServerStore
 from memory.service import Memory
 from memory.usage import UsageStore
+from transcripts.locks import RedisLocks
 from voice_gateway.auth import Auth
 from voice_gateway.bus_runtime import start_bus
 from voice_gateway.capacity import Capacity

@@ -10,12 +10,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agents.bus import GROUP, STREAM, OutboxPublisher, RedisStreamsBus, Sink
 from agents.loop import AgentLoop
 from agents.memory_events import MemoryEvents
 from agents.sleeptime import SleeptimeAgent
 from memory.models import TranscriptEvent
 from memory.service import Memory
+from transcripts.bus import GROUP, STREAM, OutboxPublisher, RedisStreamsBus, Sink
 from voice_gateway.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def redis_client(url: str, max_connections: int = 100) -> Any:
     redis-py's default pool (100 connections in 8.x) raises "Too many connections" at once
     instead: at 400 calls on one process with Redis, the turn locks and call-slot leases of a
     burst of turns went past 100 commands in flight, and those turns went on under the local
-    lock only (issue 20; tests/integration/test_redis_pool.py)."""
+    lock only (tests/integration/test_redis_pool.py)."""
     import redis.asyncio as aioredis
 
     pool = aioredis.BlockingConnectionPool.from_url(
@@ -160,7 +160,7 @@ async def run_worker(settings: Settings, consumer: str, concurrency: int) -> int
     import signal
 
     from agents.llm import LLMRegistry
-    from agents.worker import SleeptimeWorker
+    from transcripts.worker import SleeptimeWorker
 
     assert settings.redis_url
     memory = await Memory.open(

@@ -11,7 +11,7 @@ import logging
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from agents.bus import DEAD, STREAM
+from transcripts.bus import DEAD, STREAM
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway

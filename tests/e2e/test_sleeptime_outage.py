@@ -36,7 +36,7 @@ async def test_turns_survive_a_redis_outage(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agents.bus")
+    caplog.set_level(logging.WARNING, logger="transcripts.bus")
     worker = WorkerProcess(sqlite_url, redis_url, tmp_path / "worker.log", consumer="w1")
     ledger = Ledger(sqlite_url)
     with running_gateway(sqlite_url, redis_url=redis_url, voice=True) as gw:

@@ -10,11 +10,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from agents.llm import LLMRegistry
-from agents.locks import RedisLocks
 from agents.loop import AgentLoop, LoopConfig, TurnInput
 from memory.service import Memory
 from tests.integration.test_loop import collect, make_agent
 from tests.support.fake_llm import FakeLLM, Reply
+from transcripts.locks import RedisLocks
 
 SLOW = 3.0  # the model's time to first token: far longer than it takes a request to arrive
 

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from agents.locks import LockTimeout, RedisLocks
+from agents.locks import LockTimeout
 from tests.support.services import RedisServer
+from transcripts.locks import RedisLocks
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 
-from agents.bus import RedisStreamsBus, memory_channel
 from agents.memory_events import BlockChanged, MemoryEvents
+from transcripts.bus import RedisStreamsBus, memory_channel
 from voice_gateway.bus_runtime import redis_client
 
 AGENT = "agent-1"

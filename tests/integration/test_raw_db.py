@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta, timezone
 import asyncpg
 import pytest
 
-from agents.bus import OutboxPublisher
 from memory.db import Database, sqlite_path
 from memory.ids import default_conversation_id, new_id
 from memory.models import AgentData, BlockSpec, MessageData, ToolCallData, TranscriptEvent
 from memory.orm import Message
 from memory.raw import Stmt
 from memory.service import Memory
+from transcripts.bus import OutboxPublisher
 
 
 @pytest.fixture

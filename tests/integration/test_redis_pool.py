@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from agents.locks import RedisLocks
+from transcripts.locks import RedisLocks
 from voice_gateway.bus_runtime import redis_client
 from voice_gateway.settings import Settings
 
@@ -53,7 +53,7 @@ async def test_turn_locks_stay_on_redis_in_a_burst(
             await asyncio.sleep(0.02)
 
     try:
-        with caplog.at_level(logging.WARNING, logger="agents.locks"):
+        with caplog.at_level(logging.WARNING, logger="transcripts.locks"):
             await asyncio.gather(*(turn(i) for i in range(BURST)))
         assert "Redis unavailable" not in caplog.text
         assert held == [1] * BURST  # every turn took a Redis lease (fence 1 of its key)

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from agents.bus import GROUP, STREAM, RedisStreamsBus
 from agents.llm import LLMChunk, LLMError, LLMProvider, LLMRegistry, LLMRequest, ToolCallDelta
 from agents.loop import AgentLoop
 from agents.sleeptime import SleeptimeAgent
-from agents.worker import SleeptimeWorker
 from memory.ids import utcnow
 from memory.models import BlockSpec, TranscriptEvent
 from memory.orm import ProcessedEvent
 from memory.service import Memory
+from transcripts.bus import GROUP, STREAM, RedisStreamsBus
+from transcripts.worker import SleeptimeWorker
 
 Plan = list[list[tuple[str, dict[str, Any]]]]
 

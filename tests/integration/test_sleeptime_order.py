@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from agents.bus import GROUP, STREAM, RedisStreamsBus
 from agents.llm import LLMRegistry
 from agents.loop import AgentLoop
 from agents.sleeptime import SleeptimeAgent
-from agents.worker import SleeptimeWorker
 from memory.models import BlockSpec, TranscriptEvent
 from memory.service import Memory
 from tests.support.sleeptime import Ledger, wait_until
+from transcripts.bus import GROUP, STREAM, RedisStreamsBus
+from transcripts.worker import SleeptimeWorker
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

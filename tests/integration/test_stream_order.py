@@ -9,8 +9,8 @@ import json
 
 import redis.asyncio as aioredis
 
-from agents.bus import GROUP, STREAM
-from agents.stream_order import StreamOrder, entries, order_of
+from transcripts.bus import GROUP, STREAM
+from transcripts.stream_order import StreamOrder, entries, order_of
 from voice_gateway.bus_runtime import redis_client
 
 AGENTS = 200

@@ -13,7 +13,7 @@ delivery can only be wrong towards "still pending": the entry waits until a newe
 never runs early. A snapshot is taken at most every `max_age_s`. Before, every check of every
 agent's next entry scanned up to 1,000 pending entries itself: with a backlog (two workers
 holding ~1,000 entries of 500 agents at 400-500 calls) the workers spent most of a core on
-those scans and fell further behind (issue 20; tests/integration/test_stream_order.py)."""
+those scans and fell further behind (tests/integration/test_stream_order.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from agents.bus import GROUP, STREAM
+from transcripts.bus import GROUP, STREAM
 
 Entry = tuple[str, dict[Any, Any]]
 

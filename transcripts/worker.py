@@ -29,11 +29,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.bus import DEAD, GROUP, STREAM, RedisStreamsBus
-from agents.locks import RedisLocks
 from agents.sleeptime import Result, SleeptimeAgent
-from agents.stream_order import Entry, StreamOrder, decode, entries, order_key, order_of
 from memory.models import TranscriptEvent
+from transcripts.bus import DEAD, GROUP, STREAM, RedisStreamsBus
+from transcripts.locks import RedisLocks
+from transcripts.stream_order import Entry, StreamOrder, decode, entries, order_key, order_of
 
 log = logging.getLogger(__name__)
 
