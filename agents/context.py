@@ -32,6 +32,9 @@ class Mode:
 
 
 TEXT = Mode("text")
+# an agent asked by another agent (agents/tools/multi_agent.py): its own prompt, blocks and
+# tools, no history, nothing of the question stored
+CONSULT = Mode("consult", history=False, persist=False)
 
 
 class PromptCache:

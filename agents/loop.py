@@ -6,13 +6,13 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents.approvals import Answer, ClientTool, NotWaiting, pending_in
 from agents.compiled import ContextCompiler
-from agents.context import TEXT, Mode, PromptCache, order_context, to_openai
+from agents.context import CONSULT, TEXT, Mode, PromptCache, order_context, to_openai
 from agents.events import (
     AgentEvent,
     ApprovalRequest,
@@ -178,6 +178,20 @@ class AgentLoop:
                 log.exception("agent %s: turn failed", agent_id)
                 yield await self._stop(run, "error", f"{type(exc).__name__}: {exc}")
 
+    async def consult(self, agent_id: str, text: str) -> RunDone | None:
+        """`AgentRunner.consult`: run `agent_id` on `text` in consult mode; how the run ended."""
+        done: RunDone | None = None
+        inp = TurnInput(text=text, mode=CONSULT, publish=False)
+        async with aclosing(self.run(agent_id, inp)) as events:
+            async for event in events:
+                if isinstance(event, RunDone):
+                    done = event
+        return done
+
+    def turn_lock(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        """`AgentRunner.turn_lock`: the conversation's turn lock."""
+        return self.locks.hold(conversation_id)
+
     async def _start(self, agent_id: str, conv_id: str, inp: TurnInput) -> _Run:
         turn_id = inp.turn_id or new_id("turn")
         if not inp.mode.persist and inp.conversation_id is None:
@@ -228,7 +242,7 @@ class AgentLoop:
             turn_id=run.turn_id,
             source_event_id=inp.source_event_id,
             staged=inp.staged,
-            loop=self if inp.mode.name != "consult" else None,
+            runner=self if inp.mode is not CONSULT else None,  # an asked agent asks no further
         )
         run.unsaved = []
         if waiting is not None:  # answer the waiting calls first (unanswered ones: refused)

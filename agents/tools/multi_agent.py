@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import aclosing
 from typing import Any
 
-from agents.context import Mode
 from agents.tools.registry import REGISTRY, ToolContext, ToolError
 
-CONSULT = Mode("consult", history=False, persist=False)
 ASK_TIMEOUT_S = 20.0
 MAX_AGENTS = 8
 PREFIX = "[Incoming message from agent with ID '{id}' - your response will be delivered to it]"
@@ -37,19 +34,11 @@ async def _other(ctx: ToolContext, agent_id: str) -> Any:
 
 async def ask(ctx: ToolContext, agent_id: str, message: str) -> str:
     """Run `agent_id` on the message (a consult run); its reply text."""
-    from agents.events import RunDone
-    from agents.loop import TurnInput
-
-    if ctx.loop is None:
+    if ctx.runner is None:
         raise ToolError("an agent that was asked by another agent cannot ask further")
-    inp = TurnInput(text=f"{PREFIX.format(id=ctx.agent.id)} {message}", mode=CONSULT, publish=False)
-    done: RunDone | None = None
     try:
         async with asyncio.timeout(ASK_TIMEOUT_S):
-            async with aclosing(ctx.loop.run(agent_id, inp)) as events:
-                async for ev in events:
-                    if isinstance(ev, RunDone):
-                        done = ev
+            done = await ctx.runner.consult(agent_id, f"{PREFIX.format(id=ctx.agent.id)} {message}")
     except TimeoutError as exc:
         raise ToolError(f"agent {agent_id} did not answer within {ASK_TIMEOUT_S:g}s") from exc
     if done is None or done.stop_reason not in ("end_turn", "max_steps"):
@@ -145,7 +134,7 @@ async def _ask_and_deliver(ctx: ToolContext, agent_id: str, message: str) -> str
     except ToolError as exc:
         text = f"Error: {exc}"
     conv = ctx.conversation_id
-    if conv is None or ctx.loop is None:
+    if conv is None or ctx.runner is None:
         return text
     from memory.ids import new_id
     from memory.models import MessageData
@@ -159,6 +148,6 @@ async def _ask_and_deliver(ctx: ToolContext, agent_id: str, message: str) -> str
         identity_id=ctx.identity_id,
         content=f"{REPLY_PREFIX.format(id=agent_id)} {text}",
     )
-    async with ctx.loop.locks.hold(conv):
+    async with ctx.runner.turn_lock(conv):
         await ctx.memory.messages.append([note])
     return text

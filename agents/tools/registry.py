@@ -7,11 +7,13 @@ import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agents.events import RunDone
     from agents.tools.staging import StagedMemory
     from memory.models import AgentData
     from memory.service import Memory
@@ -30,6 +32,19 @@ class ToolError(Exception):
     """A tool failed in an expected way; the message is returned to the model."""
 
 
+class AgentRunner(Protocol):
+    """What the agent-to-agent tools (agents/tools/multi_agent.py) need of the loop."""
+
+    async def consult(self, agent_id: str, text: str) -> RunDone | None:
+        """Run the agent on `text` with its own prompt, blocks and tools, no history and nothing
+        stored; how the run ended (None: it yielded no end)."""
+        ...
+
+    def turn_lock(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        """The conversation's turn lock: held, no turn of it is running."""
+        ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     memory: Memory
@@ -43,7 +58,7 @@ class ToolContext:
     now: datetime | None = None
     finished: bool = False  # set by memory_finish_edits
     staged: StagedMemory | None = None  # sleeptime: memory edits wait for the run's commit
-    loop: Any = None  # the agent loop, for agents that ask agents (None: may not ask)
+    runner: AgentRunner | None = None  # for agents that ask agents (None: may not ask)
 
 
 ToolFn = Callable[..., Awaitable[str]]
