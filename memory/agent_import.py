@@ -22,8 +22,7 @@ from memory.files import FolderStore, unique_name
 from memory.ids import default_conversation_id, new_id, utcnow
 from memory.models import BlockSpec, MessageData
 from memory.open_files import describe, max_open, open_in
-from memory.orm import Agent, Conversation, Message, Tool
-from memory.orm_sources import FileRecord, Folder, FolderAgent
+from memory.orm import Agent, Conversation, FileRecord, Folder, FolderAgent, Message, Tool
 
 TOOL_FIELDS = ("description", "json_schema", "source_code", "tags", "return_char_limit")
 

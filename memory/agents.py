@@ -14,8 +14,7 @@ from memory.blocks import BlockStore, resolve_view
 from memory.db import Database
 from memory.ids import default_archive_id, default_conversation_id, new_id, utcnow
 from memory.models import AgentData, BlockData, BlockSpec, NotFound
-from memory.orm import Agent, Block, BlockAgent, Conversation, User
-from memory.orm_sources import Archive
+from memory.orm import Agent, Archive, Block, BlockAgent, Conversation, User
 from memory.raw import Codec, Row, Stmt
 
 AGENT_FIELDS = {

@@ -1,7 +1,7 @@
 """Archival memory: passages of archives, cosine search over cached per-archive matrices.
 
 Every agent has its own archive (`default_archive_id`) and sees every archive attached to it
-(memory/orm_sources.py). A search reads the archives' versions (one query: an owned archive's
+(memory/orm/sources.py). A search reads the archives' versions (one query: an owned archive's
 version is its agent's `archival_version`, a shared one's its own), brings each cached index
 up to date (new rows incrementally by `seq`, a full reload only after a delete), and merges
 the per-archive top-k. Caller-scoped passages (`identity_id`) are found only by that caller.
@@ -25,8 +25,7 @@ from memory.db import Database
 from memory.embeddings import Embedder
 from memory.ids import default_archive_id, new_id, utcnow
 from memory.models import NotFound, PassageData
-from memory.orm import Agent, Passage
-from memory.orm_sources import Archive, ArchiveAgent
+from memory.orm import Agent, Archive, ArchiveAgent, Passage
 from memory.vector_index import IndexHit, VectorIndex
 
 EmbedderFor = Callable[[str], Embedder]

@@ -17,8 +17,7 @@ from memory.archival import ArchivalStore, ArchiveState, SearchFilter, state_que
 from memory.db import Database
 from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound, PassageData
-from memory.orm import Agent
-from memory.orm_sources import Archive, ArchiveAgent
+from memory.orm import Agent, Archive, ArchiveAgent
 
 
 class ArchiveData(BaseModel):

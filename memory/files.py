@@ -1,6 +1,6 @@
 """Folders and files: CRUD, attaching folders to agents (with the file tools), file status.
 
-A folder's chunks are passages of the folder's own archive (memory/orm_sources.py), so file
+A folder's chunks are passages of the folder's own archive (memory/orm/sources.py), so file
 search uses the archival index. Ownership as for archives: another user's folder or file is
 'not found'.
 """
@@ -20,8 +20,7 @@ from memory.archival import bump
 from memory.db import Database
 from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound
-from memory.orm import Agent, Block
-from memory.orm_sources import Archive, FileRecord, Folder, FolderAgent
+from memory.orm import Agent, Archive, Block, FileRecord, Folder, FolderAgent
 
 FILE_TOOLS = ["open_files", "grep_files", "semantic_search_files"]
 

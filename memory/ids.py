@@ -22,5 +22,5 @@ def default_conversation_id(agent_id: str) -> str:
 
 
 def default_archive_id(agent_id: str) -> str:
-    """The agent's own archive (its archival memory; memory/orm_sources.py, migration 0007)."""
+    """The agent's own archive (its archival memory; memory/orm/sources.py, migration 0007)."""
     return "archive-" + agent_id.removeprefix("agent-")

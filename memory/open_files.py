@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.db import Database
 from memory.files import FileData
 from memory.ids import new_id, utcnow
-from memory.orm import Block
-from memory.orm_sources import FileRecord, Folder, FolderAgent
+from memory.orm import Block, FileRecord, Folder, FolderAgent
 
 DEFAULT_MAX_OPEN = 5
 WINDOW_LINES = 100

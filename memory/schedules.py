@@ -16,7 +16,7 @@ from sqlalchemy import delete, select, update
 from memory.db import Database
 from memory.ids import new_id
 from memory.models import NotFound, _Model
-from memory.orm_schedules import ScheduledMessage
+from memory.orm import ScheduledMessage
 
 KIND = "scheduled message"
 

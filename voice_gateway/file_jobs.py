@@ -19,8 +19,7 @@ from memory.archival import bump
 from memory.files import FileData, FolderData
 from memory.ids import utcnow
 from memory.ingest import chunk, from_text, parse
-from memory.orm import Passage
-from memory.orm_sources import FileRecord
+from memory.orm import FileRecord, Passage
 from memory.service import Memory
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,7 @@ import httpx
 import pytest
 from letta_client import Letta
 
-from memory.orm import Agent, Block, Passage
-from memory.orm_sources import FileRecord, Folder
+from memory.orm import Agent, Block, FileRecord, Folder, Passage
 from tests.integration.test_agent_files import counts as agent_file_counts
 from tests.integration.test_agent_files import exported, upload
 from tests.support.letta_export import letta_file

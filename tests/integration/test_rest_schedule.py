@@ -15,7 +15,7 @@ import pytest
 from letta_client import Letta, NotFoundError, UnprocessableEntityError
 from sqlalchemy import update
 
-from memory.orm_schedules import ScheduledMessage
+from memory.orm import ScheduledMessage
 from tests.integration.test_rest_letta_client import strict
 from tests.support.fake_llm import FakeLLM
 from tests.support.servers import ServerThread

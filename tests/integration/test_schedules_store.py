@@ -46,7 +46,7 @@ def test_migration_up_down_and_matches_the_orm(db_url: str) -> None:
     command.upgrade(cfg, "head")
     names, diffs = asyncio.run(_tables(db_url))
     assert TABLE in names
-    assert diffs == []  # columns, types, indexes and keys as memory/orm_schedules.py says
+    assert diffs == []  # columns, types, indexes and keys as memory/orm/schedules.py says
     command.downgrade(cfg, "0009")
     assert TABLE not in asyncio.run(_tables(db_url))[0]
     command.upgrade(cfg, "head")

@@ -68,7 +68,6 @@ KNOWN: set[frozenset[str]] = {
             "voice_gateway.routes.rest_tool_rules",
         }
     ),
-    frozenset({"memory.orm", "memory.orm_schedules", "memory.orm_sources"}),
 }
 
 

@@ -1,5 +1,5 @@
 """Scheduled messages (Letta's `agents.schedule`): one-time and recurring (cron) messages to an
-agent, claimed by exactly one gateway when due (memory/orm_schedules.py).
+agent, claimed by exactly one gateway when due (memory/orm/schedules.py).
 
 Revision ID: 0010
 Revises: 0009

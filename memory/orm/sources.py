@@ -1,6 +1,6 @@
 """Archives (shared archival memory), folders and files (Letta's data sources).
 
-- An archive holds passages (memory.orm.Passage.archive_id). Every agent has its own default
+- An archive holds passages (`Passage.archive_id`). Every agent has its own default
   archive (`default_archive_id`, `agent_id` set: deleted with the agent; its cache version is
   the agent's `archival_version`); shared archives (`agent_id` NULL) attach to any number of
   agents through `archives_agents`; a folder's chunk index is an archive with `folder_id` set
@@ -20,7 +20,7 @@ from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.ids import utcnow
-from memory.orm import Base, UTCDateTime
+from memory.orm.base import Base, UTCDateTime
 
 
 class Folder(Base):

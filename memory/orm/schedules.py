@@ -12,7 +12,7 @@ from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.ids import utcnow
-from memory.orm import Base, UTCDateTime
+from memory.orm.base import Base, UTCDateTime
 
 
 class ScheduledMessage(Base):

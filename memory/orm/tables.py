@@ -1,15 +1,14 @@
-"""SQLAlchemy 2 models. One schema for SQLite (embedded) and PostgreSQL (scale-out)."""
+"""The tables of agents, memory, conversations, runs, tools and the transcript outbox."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any, ClassVar
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -17,38 +16,16 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
-    TypeDecorator,
     func,
     text,
 )
 from sqlalchemy import (
     false as sa_false,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
 from memory.ids import default_archive_id, utcnow
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Stores naive UTC, returns aware UTC (SQLite drops tz info; PostgreSQL keeps it)."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
-
-
-class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+from memory.orm.base import Base, UTCDateTime
 
 
 class User(Base):
@@ -440,7 +417,3 @@ class CallUsage(Base):
     day: Mapped[str] = mapped_column(String(10), primary_key=True)  # YYYY-MM-DD (UTC)
     seconds: Mapped[float] = mapped_column(Float, default=0.0)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-# archives, folders, files; scheduled messages: same metadata
-from memory import orm_schedules, orm_sources  # noqa: E402,F401
