@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import time
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import uvicorn
+from starlette.applications import Starlette
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
@@ -38,19 +40,19 @@ async def drain(gw: Gateway, grace_s: float) -> None:
 class GracefulServer(uvicorn.Server):
     """uvicorn with a drain step before its own shutdown."""
 
-    def __init__(self, config: uvicorn.Config, app: Any, grace_s: float) -> None:
+    def __init__(self, config: uvicorn.Config, app: Starlette, grace_s: float) -> None:
         super().__init__(config)
         self.app = app
         self.grace_s = grace_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining: asyncio.Task[None] | None = None
 
-    async def serve(self, sockets: Any = None) -> None:
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        gw = getattr(self.app.state, "gw", None)
+        gw: Gateway | None = getattr(self.app.state, "gw", None)
         if self._draining is not None or gw is None or self._loop is None:
             if self._draining is not None:
                 self.force_exit = True
