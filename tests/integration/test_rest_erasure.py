@@ -21,7 +21,7 @@ WORDS_A, WORDS_B = "xylophonist zanzibar", "quetzalcoatl marzipan"
 
 
 def _rows(gw: ServerThread) -> list[str]:
-    """Every row of every table of memory/orm.py, as text."""
+    """Every row of every table of memory/orm/, as text."""
 
     async def dump() -> list[str]:
         memory = gw.app.state.gw.memory

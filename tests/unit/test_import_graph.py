@@ -1,6 +1,7 @@
 """`app.py` only composes: no module of the package imports it back (the shared state lives in
-voice_gateway/gateway.py); the command line is the one importer: it starts the app. And no
-import cycles among the modules of voice_gateway, agents, memory and transcripts."""
+voice_gateway/gateway.py); the command line is the one importer: it starts the app. No import
+cycles among the modules of voice_gateway, transcripts, agents and memory, and those packages
+import one way: voice_gateway -> transcripts -> agents -> memory."""
 
 from __future__ import annotations
 
@@ -179,3 +180,31 @@ def test_the_cycle_check_counts_every_import(tmp_path: Path) -> None:
     }
     (pkg / "c.py").write_text("C = 1\n")
     assert cycles(import_graph(tmp_path, ("voice_gateway",))) == set()
+
+
+# The packages' one direction: each imports only those after it.
+LAYERS = ("voice_gateway", "transcripts", "agents", "memory")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {package: i for i, package in enumerate(LAYERS)}
+    return sorted(
+        f"{mod} -> {target}"
+        for mod, targets in graph.items()
+        for target in targets
+        if rank[target.partition(".")[0]] < rank[mod.partition(".")[0]]
+    )
+
+
+def test_packages_import_one_way() -> None:
+    assert upward_imports(import_graph(PACKAGE.parent)) == []
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    for package in ("agents", "memory"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "agents" / "loop.py").write_text("from memory import store\n")
+    (tmp_path / "memory" / "store.py").write_text("def f() -> None:\n    import agents.loop\n")
+    graph = import_graph(tmp_path, ("agents", "memory"))
+    assert upward_imports(graph) == ["memory.store -> agents.loop"]
