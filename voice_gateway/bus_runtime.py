@@ -94,7 +94,7 @@ def redis_client(url: str, max_connections: int = 100) -> Any:
     redis-py's default pool (100 connections in 8.x) raises "Too many connections" at once
     instead: at 400 calls on one process with Redis, the turn locks and call-slot leases of a
     burst of turns went past 100 commands in flight, and those turns went on under the local
-    lock only (issue 20; tests/integration/test_redis_pool.py)."""
+    lock only (tests/integration/test_redis_pool.py)."""
     import redis.asyncio as aioredis
 
     pool = aioredis.BlockingConnectionPool.from_url(
