@@ -27,7 +27,7 @@ tone, as a microphone does (see `utterances`).
 `--speech piper`: the caller is the six sentences in Piper's neural voice (the `piper` extra's
 joe-us), a synthetic caller that sounds natural, as developers test voice agents with: Smart
 Turn scores most of its sentences "done", but its voice fades by 10-20 dB at the end, not the
-21 dB `smart` asks for (docs/operations.md, "Turn-taking").
+21 dB `smart` asks for (docs/turn_taking.md).
 """
 
 from __future__ import annotations

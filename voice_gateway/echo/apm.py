@@ -1,5 +1,5 @@
 """WebRTC's AEC3 through the `livekit` wheel's AudioProcessingModule (Apache-2.0, manylinux,
-offline). Chosen over pyaec (speexdsp) by bench/echo_cancel.py: see docs/operations.md."""
+offline). Chosen over pyaec (speexdsp) by bench/echo_cancel.py: see docs/turn_taking.md."""
 
 from __future__ import annotations
 
