@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import AliasChoices
@@ -40,12 +41,13 @@ HEADER = f"""# Configuration
 
 Every setting is an environment variable (prefix `VG_`; a few also by the name other tools
 use, such as `OPENAI_API_KEY`). `voice_gateway/settings.py` is the only module that reads the
-environment; this page is generated from its field descriptions
-(`{REGENERATE}`). A value out of bounds stops the gateway at start with the setting's name.
+environment; this page is generated from its field descriptions:
+`{REGENERATE}`. A value of the wrong type or out of bounds stops the gateway at
+start with a validation error naming the field (`port` for `VG_PORT`).
 
-Types: `int`, `float`, `str`; `bool` takes `1`/`0`, `true`/`false`; `str | None` is unset
-unless given. Turn-taking is explained in [turn_taking.md](turn_taking.md), operating the
-gateway in [operations.md](operations.md)."""
+Types: `int`, `float`, `str`; `bool` takes `1`/`0`, `true`/`false`; `a | b` is one of the
+values listed; `... | None` is unset unless given. Turn-taking is explained in
+[turn_taking.md](turn_taking.md), operating the gateway in [operations.md](operations.md)."""
 
 
 def env_names(name: str, field: FieldInfo) -> list[str]:
@@ -88,13 +90,20 @@ def entry(name: str, field: FieldInfo, annotation: str) -> str:
     return f"- {names} ({'; '.join(facts)})  \n  {description}"
 
 
+def type_name(field: FieldInfo) -> str:
+    """`int`, `str | None`, or a Literal's values: `auto | vad | smart`."""
+    kind = field.annotation
+    if get_origin(kind) is Literal:
+        return " | ".join(str(value) for value in get_args(kind))
+    return str(kind).replace("typing.", "") if get_args(kind) else getattr(kind, "__name__", "")
+
+
 def render() -> str:
-    annotations = Settings.__annotations__
     parts = [HEADER]
     for name, field in Settings.model_fields.items():
         if name in SECTIONS:
             parts.append(f"\n## {SECTIONS[name]}\n")
-        parts.append(entry(name, field, str(annotations.get(name, field.annotation))))
+        parts.append(entry(name, field, type_name(field)))
     return "\n".join(parts) + "\n"
 
 

@@ -25,6 +25,9 @@ def test_an_entry_gives_names_type_default_and_bounds() -> None:
     assert drain.startswith("- `VG_DRAIN_TIMEOUT_S` / `VG_SHUTDOWN_GRACE_S` (`float`; ")
     assert "default `10.0`; >= 0)" in drain
     assert "SIGTERM" in drain
+    assert config_docs.type_name(fields["log_format"]) == "text | json"
+    assert config_docs.type_name(fields["redis_url"]) == "str | None"
+    assert config_docs.type_name(fields["port"]) == "int"
     key = config_docs.entry("openai_api_key", fields["openai_api_key"], "str | None")
     assert key.startswith("- `OPENAI_API_KEY` / `VG_OPENAI_API_KEY` (`str | None`; default unset)")
 
