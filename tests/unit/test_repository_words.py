@@ -33,7 +33,7 @@ SKIP_DIRS = {"__pycache__", "node_modules", ".pytest_cache", ".mypy_cache", ".ru
 # or words that point at the work instead of the system. A stop as a pause ("a 400 ms
 # stop"), `stop_event` or "stop" as a verb do not match: the number must follow the word.
 WORDS = re.compile(
-    r"\bstops?[ -]\d"
+    r"\bstops?[ -]#?\d"
     r"|\bissues?[ -]#?\d"
     r"|\bthis (?:stop|session|work)\b"
     r"|\bsince stop\b"
@@ -66,6 +66,7 @@ def test_the_pattern_finds_work_words_and_spares_the_system_s_own() -> None:
         "St" + "ops 42-46",
         "is" + "sue 20",
         "is" + "sue #16",
+        "st" + "op #9",
         "measure-is" + "sue-20",
         "since st" + "op",
         "in th" + "is session",
