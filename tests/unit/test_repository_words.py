@@ -31,13 +31,14 @@ SKIP_DIRS = {"__pycache__", "node_modules", ".pytest_cache", ".mypy_cache", ".ru
 
 # A numbered unit of work ("stop" or "issue" and a number, also in a heading's anchor),
 # or words that point at the work instead of the system. A stop as a pause ("a 400 ms
-# stop"), `stop_event` or "stop" as a verb do not match: the number must follow the word.
+# stop"), `stop_event` or "stop" as a verb do not match: the number must follow the word;
+# "this session's" is a voice session's, not the sitting that wrote the line.
 WORDS = re.compile(
     r"\bstops?[ -]#?\d"
     r"|\bissues?[ -]#?\d"
-    r"|\bthis (?:stop|session|work)\b"
-    r"|\bsince stop\b"
-    r"|\bsame session\b",
+    r"|\bthis stop\b"
+    r"|\bthis session\b(?!['’]s)"
+    r"|\bsince stop\b",
     re.IGNORECASE,
 )
 
@@ -78,6 +79,9 @@ def test_the_pattern_finds_work_words_and_spares_the_system_s_own() -> None:
         "stop the reply",
         "no full stop: 40 ms",
         "the session's token",
+        "this session's transcript",
+        "in the same session as the write",
+        "this work runs on the event loop",
         "stop reason",
         "issues a token",
         "stops at 5 s",
