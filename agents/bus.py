@@ -43,8 +43,8 @@ class OutboxPublisher:
     Drains are at least `min_interval_s` apart: a turn ending right after a drain waits for
     the next one (at most that long), so under load one drain (one read, the sink, one write)
     takes every turn that ended meanwhile instead of one each; an idle bus publishes at once.
-    At 100 calls with a turn every 3 s that is ~4 turns a drain, at 500 ~17
-    (docs/benchmarks.md#voice_concurrency)."""
+    At 100 calls with a turn every 3 s that is ~4 turns a drain, at 500 ~17 (issue 20:
+    docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
 
     def __init__(
         self,

@@ -10,10 +10,10 @@ the order key of each entry fetched once with XRANGE and cached) shared by every
 entry has been delivered, the older entries pending in the group can only go away (XREADGROUP
 delivers in order; a reclaim keeps an entry pending), so a snapshot taken after an entry's
 delivery can only be wrong towards "still pending": the entry waits until a newer snapshot,
-never runs early. A snapshot is taken at most every `max_age_s`. Were every check of every
-agent's next entry to scan up to 1,000 pending entries itself, a backlog (two workers holding
-~1,000 entries of 500 agents at 400-500 calls) would cost the workers most of a core in those
-scans and put them further behind (tests/integration/test_stream_order.py)."""
+never runs early. A snapshot is taken at most every `max_age_s`. Before, every check of every
+agent's next entry scanned up to 1,000 pending entries itself: with a backlog (two workers
+holding ~1,000 entries of 500 agents at 400-500 calls) the workers spent most of a core on
+those scans and fell further behind (issue 20; tests/integration/test_stream_order.py)."""
 
 from __future__ import annotations
 
