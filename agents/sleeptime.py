@@ -197,7 +197,7 @@ class SleeptimeAgent:
         The in-process transcript bus runs this on the gateway's event loop: with a `handle`
         transaction per turn the bus cost the voice bench's gateway ~4 ms of main-thread CPU
         per turn; one ORM transaction per drain ~1 ms at 100 calls; this, without the ORM,
-        less again (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20)."""
+        less again (docs/benchmarks.md#voice_concurrency)."""
         if not events:
             return []
         keys = sorted({(e.agent_id, e.identity_id or "") for e in events})

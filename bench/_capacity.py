@@ -1,4 +1,4 @@
-"""Capacity helpers of bench/voice_concurrency.py (issue 20): several gateway workers on one
+"""Capacity helpers of bench/voice_concurrency.py: several gateway workers on one
 port (as `voice-gateway serve --workers N`), and the overload figures of a level offered more
 calls than the gateway admits."""
 

@@ -1,5 +1,5 @@
-"""Sleeptime in worker processes next to a benchmark gateway (issue 20: "PostgreSQL + Redis,
-sleeptime in workers"): real `voice-gateway sleeptime` processes on the gateway's database and
+"""Sleeptime in worker processes next to a benchmark gateway (PostgreSQL + Redis, sleeptime
+in workers): real `voice-gateway sleeptime` processes on the gateway's database and
 Redis, running the scripted model (it archives each batch and rewrites `human`; no network),
 a memory rewrite due every VG_SLEEPTIME_EVERY_TURNS turns as in production. The gateway then
 does what it does in a deployment with workers: publishes every finished turn to

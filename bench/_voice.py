@@ -381,8 +381,8 @@ def start_gateway(
     agents); None: agents use the configured OpenAI-compatible endpoint. With `port` given the
     process binds it with SO_REUSEPORT: one worker of several (bench/_capacity.py). `cpu_split`:
     the process's CPU is attributed to STT, turn detection and the rest (bench/_cpu_split.py).
-    Turn detection is `vad` unless `turn_detection` is given (the gateway's default is `auto`
-    since stop 48): the benches that do not compare policies measure what they did before."""
+    Turn detection is `vad` unless `turn_detection` is given (the gateway's default is `auto`):
+    the benches that do not compare policies keep measuring the same silence rule."""
     from tests.support.servers import free_port
 
     settings = {"voice": True, "database_url": database_url, "turn_detection": "vad", **settings}

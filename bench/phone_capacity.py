@@ -1,10 +1,9 @@
-"""Phone calls per process with local whisper, `smart` (the phone's default in stops 42-46,
-`auto`; a call's choice since stop 47) next to `vad`, both in the same run (issue 16's
-capacity measure, which bench/turn_capacity.py takes on the 16 kHz socket only).
+"""Phone calls per process with local whisper, `smart` next to `vad`, both in the same run
+(the capacity measure bench/turn_capacity.py takes on the 16 kHz socket).
 
 Two gateway processes (uvicorn + uvloop, as `voice-gateway serve`), one per policy: local
-whisper tiny.en (int8, the defaults), the real webrtcvad, `vad` (400 ms of silence) or `smart`
-(`auto` until stop 47), echo cancellation on (the phone's default), the real agent loop
+whisper tiny.en (int8, the defaults), the real webrtcvad, `vad` (400 ms of silence) or `smart`,
+echo cancellation on (the phone's default), the real agent loop
 and SQLite, instant LLM and TTS (so STT and turn detection are what differ). Each call is
 Twilio's side of a Media Stream (tests/support/phone.py: the signed webhook, then `connected`,
 `start` and base64 mu-law `media` every 20 ms), reading one real recording (`--speech
@@ -48,7 +47,7 @@ from tests.support.phone import TOKEN, TwilioCall, call_form, parse_twiml, pcm_t
 from tests.support.real_speech import MISSING, background, clips, speech_span
 from voice_gateway.audio import resample_whole
 
-POLICIES = ("vad", "smart")  # (the second was `auto`, the phone's smart, until stop 47)
+POLICIES = ("vad", "smart")
 TARGET = 0.75
 DEADLINE_S = 2.5  # last sound -> first reply media, or the turn is unanswered
 END_ROOM_S = 1.8  # the line's room tone after a turn's last sound it needs to end (smart: 1.6)
@@ -109,9 +108,9 @@ class LoadPhone(TwilioCall):
     def replies(self, until: float) -> list[float | None]:
         """Per turn whose verdict is in before `until` and whose line went on long enough after
         its last sound for any policy to end it (END_ROOM_S): last sound -> first reply media
-        (ms). Until stop 44 a turn whose last sound came in the line's last 0.4 s (of 30 s) was
-        counted unanswered: the silence that would have ended it was never sent (10 `vad`
-        calls: 2 of 50 turns, a failed level)."""
+        (ms). A turn too close to the line's end is left out: the silence that would end it
+        is never sent, and counting it unanswered would fail a level on the line's end
+        (10 `vad` calls: 2 of 50 turns)."""
         media = [r.at for r in self.received if r.msg.get("event") == "media"]
         out: list[float | None] = []
         for at in self.last_sent:
@@ -298,7 +297,7 @@ def main() -> None:
             "max_calls_passing": held,
             "smart_vs_vad": {
                 "ratio": ratio(held["smart"], held["vad"]),
-                "target": f"smart's largest level >= {TARGET} x vad's (issue 16)",
+                "target": f"smart's largest level >= {TARGET} x vad's",
                 "met": held["smart"] >= TARGET * held["vad"] > 0,
             },
             "cpu_per_turn": {

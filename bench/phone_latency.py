@@ -9,13 +9,12 @@ espeak-ng TTS, and the loopback fake OpenAI server of the tests as its LLM (inst
 voice_to_voice = the caller's last frame of speech sent -> the first reply audio received (it
 includes the endpointing silence, STT, the LLM, TTS and, on the phone, mu-law + resampling).
 Also reported: the word error rate of what STT heard (8 kHz phone vs 16 kHz browser). Both
-paths run with `vad` (espeak-ng's voice never fades, so `smart`, the phone's default in stops
-42-46, would hold each phone turn 1.6 s).
+paths run with `vad` (espeak-ng's voice never fades, so `smart` would hold each phone turn
+1.6 s).
 `--speech real`: phone calls only, reading the 13 real recordings of bench/turn_taking.py
 (each twice, its own room tone before and after it, as a line carries), once on a gateway
-with `VG_TURN_DETECTION=vad` (the default since stop 47) and once with `smart` (the phone's
-default, `auto`, in stops 42-46): the caller's voice-to-voice under each policy, in the same
-run (pass: `smart`'s p50 below `vad`'s).
+with `VG_TURN_DETECTION=vad` and once with `smart`: the caller's voice-to-voice under each
+policy, in the same run (pass: `smart`'s p50 below `vad`'s).
 
 Run: .venv/bin/python bench/phone_latency.py [--quick] [--speech real]
 """

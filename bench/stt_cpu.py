@@ -1,10 +1,10 @@
 """What whisper decodes cost in CPU and time with the gateway's thread settings, against the
-settings before stop 30, in the same run (voice_gateway/native_threads.py, stt/whisper.py):
+libraries' defaults, in the same run (voice_gateway/native_threads.py, stt/whisper.py):
 - `before`: numpy's BLAS pool at the library's default (one thread per core), CTranslate2 with
   one worker on 2 threads (the baseline);
 - `blas_one`: the same with one BLAS thread (`VG_BLAS_THREADS=1`);
 - `defaults`: one BLAS thread and two CTranslate2 workers on one thread each
-  (`VG_STT_WORKERS=2`, `VG_STT_THREADS=1`): the gateway's defaults now.
+  (`VG_STT_WORKERS=2`, `VG_STT_THREADS=1`): the gateway's defaults.
 
 Each runs in a fresh process: whisper tiny.en (int8) decodes the 13 real recordings of
 tests/support/real_speech.py (plus the 140 ms of silence a speculative decode pads),

@@ -14,7 +14,7 @@ at 8 s are ~62 agent turns per second, at 3 s ~167, each with SQLite writes.)
 
 Each level runs on each of the gateway's WebSocket protocols in --ws (default: ours, what
 `voice-gateway serve` runs, then uvicorn's websockets-sansio, the baseline) and in each agent
-layout of --agents (issue 14), one gateway process per (protocol, layout):
+layout of --agents, one gateway process per (protocol, layout):
 - per-call: every call has an agent of its own (no caller key);
 - one: every call talks to ONE agent, each as its own caller (`session.start` names
   `"caller": "bench-caller-<i>"`, allowed in open loopback mode): its own conversation (context
@@ -23,7 +23,7 @@ layout of --agents (issue 14), one gateway process per (protocol, layout):
 Per level (number of calls) it reports:
 - client-observed frame latency: a voiced frame sent -> its `speech.started` event received
   (the socket both ways + queueing + handling in the gateway); p50/p99;
-- reply latency (issue 20): the call's last frame with sound in it sent -> the first reply
+- reply latency: the call's last frame with sound in it sent -> the first reply
   audio frame received, minus the VAD's endpoint delay (how long after that frame the
   gateway's own TurnDetector, fed the same pattern offline with webrtcvad, declares the turn
   over: a fixed audio-time figure, reported as `endpoint_delay_ms`); p50/p99, and the turns
@@ -39,12 +39,12 @@ Per level (number of calls) it reports:
 
 Two pass rules per level (`rules` in the JSON; `passed` = both):
 - frame rule: client frame p99 < 20 ms and no frame dropped;
-- reply rule (issue 20): reply latency p99 (minus the endpoint delay) < 100 ms and no turn
+- reply rule: reply latency p99 (minus the endpoint delay) < 100 ms and no turn
   without a reply in time;
 and for both: every call ran to the end and the load generators kept to their schedule (p99
 lateness < 20 ms: else the gateway was not offered the load); `fail_reasons` says why not. The
 result is the largest level passing each rule per protocol and layout, and the one-agent /
-per-call ratio of those (issue 14's target: >= 0.9). Target (issue 20): 500 calls.
+per-call ratio of those (target: >= 0.9). Target: 500 calls.
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ def main() -> None:
             },
             "max_calls_passing": best,
             "one_agent_vs_per_call": {
-                "target": "one agent's largest level >= 0.9 x the per-call one (issue 14)",
+                "target": "one agent's largest level >= 0.9 x the per-call one",
                 **shared_vs_per_call,
             },
             "target": {

@@ -6,7 +6,7 @@ The gateway runs in its own process; one caller streams espeak-ng sentences in r
 (20 ms frames) and waits for each reply. Per turn:
 - voice_to_voice (gateway, turn.metrics): end of the caller's speech (VAD) -> first reply
   audio frame sent; with its parts endpointing_ms (the silence waited: `auto`, the gateway's
-  default and this bench's since stop 48, ends a finished sentence at 340 ms and anything the
+  default and this bench's, ends a finished sentence at 340 ms and anything the
   words do not hold at the 400 ms silence rule; `vad` always at 400 ms), stt_ms (after the
   end of turn: ~0 when the speculative transcript of the pause is used), llm_ttft_ms,
   tts_ttfb_ms; and
@@ -23,11 +23,11 @@ The gateway runs in its own process; one caller streams espeak-ng sentences in r
 end at full level and Smart Turn calls them unfinished (docs/benchmarks.md, `turn_taking`), so
 `smart` is measured on the speech it was trained for; the caller's last sound is the clip's
 last frame within 25 dB of its loudest, and between turns the caller sends the clip's own room
-tone (until stop 40, digital silence: see `utterances`).
+tone, as a microphone does (see `utterances`).
 `--speech piper`: the caller is the six sentences in Piper's neural voice (the `piper` extra's
 joe-us), a synthetic caller that sounds natural, as developers test voice agents with: Smart
 Turn scores most of its sentences "done", but its voice fades by 10-20 dB at the end, not the
-21 dB `smart` asks for (docs/operations.md, "Turn-taking").
+21 dB `smart` asks for (docs/turn_taking.md).
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class AgentStore:
         AgentData instead of a new decode. Rows are compared whole, so what one caller sees
         comes only from rows read for that caller. A copy, because a turn replaces its own
         `blocks` (agents/tools/memory_tools.py). Saves the decode: ~24 µs alone, ~0.15 ms
-        per turn at 500 calls (docs/benchmarks.md, issue 20); the comparison and the copy
+        per turn at 500 calls (docs/benchmarks.md, `voice_concurrency`); the comparison and the copy
         cost ~3 µs. Erasure drops a conversation's entry (`forget`)."""
         turns = self._turns
         hit = turns.get(conversation_id)

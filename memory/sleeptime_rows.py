@@ -2,8 +2,8 @@
 statements of its one read-decide-write transaction per bus drain (`Database.exchange`).
 
 The in-process transcript bus runs that transaction on the gateway's event loop for every
-drain; through an ORM session it was the largest item of a turn's main-thread CPU left
-(docs/benchmarks.md, issue 20). Rows are plain dicts; the schema stays the ORM's."""
+drain; through an ORM session it would be the largest item of a turn's main-thread CPU
+(docs/benchmarks.md, `voice_concurrency`). Rows are plain dicts; the schema stays the ORM's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Admission control: overload is refused, not shared (issue 20).
+"""Admission control: overload is refused, not shared.
 
 Past its capacity a process that takes every call lets all of them degrade: replies come late
 for everyone. So a new call (voice socket, Twilio, WebRTC) is admitted only while the process

@@ -1,4 +1,7 @@
-"""Configuration from the environment (prefix VG_). The only module that reads the env."""
+"""Configuration from the environment (prefix VG_). The only module that reads the env.
+
+Every field's `description` is its entry in docs/configuration.md
+(`python -m voice_gateway.config_docs --write` regenerates that page)."""
 
 from __future__ import annotations
 
@@ -14,9 +17,9 @@ from agents.llm.providers import ProviderEndpoint
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
 
-def _env(name: str, default: str | None = None) -> Any:
+def _env(name: str, description: str) -> Any:
     """A setting read from Letta's own variable name (e.g. ANTHROPIC_API_KEY) or VG_<name>."""
-    return Field(default, validation_alias=AliasChoices(name, f"VG_{name}"))
+    return Field(None, validation_alias=AliasChoices(name, f"VG_{name}"), description=description)
 
 
 class Settings(BaseSettings):
@@ -24,56 +27,116 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="VG_", env_file=None, extra="ignore")
 
-    host: str = "127.0.0.1"
-    port: int = 8283
-    database_url: str = "sqlite+aiosqlite:///./data/voice-gateway.db"
-    redis_url: str | None = None
-    redis_max_connections: int = Field(100, ge=4, le=10_000)  # a command waits for a free one
-    # a background run's owner key lives this long unrenewed (voice_gateway/run_mirror.py)
-    run_owner_ttl_s: float = Field(15.0, ge=1.0, le=600.0)
-    api_key: str | None = None
-    session_secret: str | None = None
-    public_url: str | None = None
-    log_level: str = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    host: str = Field(
+        "127.0.0.1", description="Address to listen on (not loopback: needs an API key)."
+    )
+    port: int = Field(8283, description="TCP port of the HTTP and WebSocket server.")
+    database_url: str = Field(
+        "sqlite+aiosqlite:///./data/voice-gateway.db",
+        description="SQLAlchemy URL of the database: SQLite (embedded) or "
+        "`postgresql://user@host/db` for several gateways.",
+    )
+    redis_url: str | None = Field(
+        None, description="Redis for the transcript stream, notifications, call slots, workers."
+    )
+    redis_max_connections: int = Field(
+        100, ge=4, le=10_000, description="Redis connections per process; then commands wait."
+    )
+    run_owner_ttl_s: float = Field(
+        15.0,
+        ge=1.0,
+        le=600.0,
+        description="A background run's owner key lives this long unrenewed.",
+    )
+    api_key: str | None = Field(
+        None,
+        description="Admin bearer key. Unset: the API is open, and only on a loopback "
+        "address. Per-user keys: `voice-gateway users create NAME`.",
+    )
+    session_secret: str | None = Field(
+        None, description="HMAC secret of voice session tokens. Unset: derived from the API key."
+    )
+    public_url: str | None = Field(
+        None, description="The public URL behind a proxy (Twilio signatures, own origin)."
+    )
+    log_level: str = Field("INFO", description="Log level of the `voice_gateway` loggers.")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="`json`: one structured record per line, with the call id."
+    )
 
     # Providers
-    stt: str = "whisper"
-    tts: str = "espeak"
-    vad: str = "webrtc"
-    vad_mode: int = Field(3, ge=0, le=3)
-    default_model: str | None = None
-    default_embedding: str = "local/all-minilm-l6-v2"
+    stt: str = Field(
+        "whisper", description="Speech-to-text: `whisper` (local), `deepgram`, `openai`."
+    )
+    tts: str = Field(
+        "espeak", description="Text-to-speech: `espeak`, `piper`, `openai`, `deepgram`."
+    )
+    vad: str = Field("webrtc", description="Voice activity detection: `webrtc` or `silero`.")
+    vad_mode: int = Field(3, ge=0, le=3, description="webrtcvad aggressiveness.")
+    default_model: str | None = Field(
+        None, description="New agents' model. Unset: `openai/gpt-4o-mini` or `scripted/demo`."
+    )
+    default_embedding: str = Field(
+        "local/all-minilm-l6-v2", description="Embedding handle of new agents."
+    )
     openai_api_key: str | None = Field(
-        None, validation_alias=AliasChoices("OPENAI_API_KEY", "VG_OPENAI_API_KEY")
+        None,
+        validation_alias=AliasChoices("OPENAI_API_KEY", "VG_OPENAI_API_KEY"),
+        description="Key of the OpenAI-compatible endpoint (`openai/<model>` handles, "
+        "OpenAI STT and TTS).",
     )
     openai_base_url: str | None = Field(
-        None, validation_alias=AliasChoices("OPENAI_BASE_URL", "VG_OPENAI_BASE_URL")
+        None,
+        validation_alias=AliasChoices("OPENAI_BASE_URL", "VG_OPENAI_BASE_URL"),
+        description="Any OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp, SGLang). "
+        "Unset: OpenAI's.",
     )
     deepgram_api_key: str | None = Field(
-        None, validation_alias=AliasChoices("DEEPGRAM_API_KEY", "VG_DEEPGRAM_API_KEY")
+        None,
+        validation_alias=AliasChoices("DEEPGRAM_API_KEY", "VG_DEEPGRAM_API_KEY"),
+        description="Deepgram key (speech-to-text and Aura text-to-speech).",
     )
-    deepgram_base_url: str | None = None  # tests point the SDK at a loopback server
+    deepgram_base_url: str | None = Field(
+        None, description="Deepgram's endpoint; tests point the SDK at a loopback server."
+    )
     # LLM providers besides OpenAI, by Letta's variable names (docs/rest_api.md, "Models and
     # providers"); a *_BASE_URL of a cloud vendor overrides its public endpoint
-    anthropic_api_key: str | None = _env("ANTHROPIC_API_KEY")
-    anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL")
-    gemini_api_key: str | None = _env("GEMINI_API_KEY")
-    gemini_base_url: str | None = _env("GEMINI_BASE_URL")
-    groq_api_key: str | None = _env("GROQ_API_KEY")
-    groq_base_url: str | None = _env("GROQ_BASE_URL")
-    together_api_key: str | None = _env("TOGETHER_API_KEY")
-    together_base_url: str | None = _env("TOGETHER_BASE_URL")
-    mistral_api_key: str | None = _env("MISTRAL_API_KEY")
-    mistral_base_url: str | None = _env("MISTRAL_BASE_URL")
-    azure_api_key: str | None = _env("AZURE_API_KEY")
-    azure_base_url: str | None = _env("AZURE_BASE_URL")  # https://<resource>.openai.azure.com
-    ollama_base_url: str | None = _env("OLLAMA_BASE_URL")  # http://localhost:11434
-    vllm_api_base: str | None = _env("VLLM_API_BASE")  # http://localhost:8000
-    lmstudio_base_url: str | None = _env("LMSTUDIO_BASE_URL")  # http://localhost:1234
-    llamacpp_base_url: str | None = _env("LLAMACPP_BASE_URL")  # http://localhost:8080
-    sglang_api_base: str | None = _env("SGLANG_API_BASE")  # http://localhost:30000
-    twilio_auth_token: str | None = None
+    anthropic_api_key: str | None = _env(
+        "ANTHROPIC_API_KEY", "`anthropic/<model>` handles, through Anthropic's SDK."
+    )
+    anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL", "Anthropic's endpoint.")
+    gemini_api_key: str | None = _env("GEMINI_API_KEY", "`google_ai/<model>` handles.")
+    gemini_base_url: str | None = _env("GEMINI_BASE_URL", "Gemini's endpoint.")
+    groq_api_key: str | None = _env("GROQ_API_KEY", "`groq/<model>` handles.")
+    groq_base_url: str | None = _env("GROQ_BASE_URL", "Groq's endpoint.")
+    together_api_key: str | None = _env("TOGETHER_API_KEY", "`together/<model>` handles.")
+    together_base_url: str | None = _env("TOGETHER_BASE_URL", "Together's endpoint.")
+    mistral_api_key: str | None = _env("MISTRAL_API_KEY", "`mistral/<model>` handles.")
+    mistral_base_url: str | None = _env("MISTRAL_BASE_URL", "Mistral's endpoint.")
+    azure_api_key: str | None = _env(
+        "AZURE_API_KEY", "`azure/<deployment>` handles (with `AZURE_BASE_URL`)."
+    )
+    azure_base_url: str | None = _env(
+        "AZURE_BASE_URL", "The Azure OpenAI resource, `https://<resource>.openai.azure.com`."
+    )
+    ollama_base_url: str | None = _env(
+        "OLLAMA_BASE_URL", "`ollama/<model>` handles, e.g. `http://localhost:11434`."
+    )
+    vllm_api_base: str | None = _env(
+        "VLLM_API_BASE", "`vllm/<model>` handles, e.g. `http://localhost:8000`."
+    )
+    lmstudio_base_url: str | None = _env(
+        "LMSTUDIO_BASE_URL", "`lmstudio/<model>` handles, e.g. `http://localhost:1234`."
+    )
+    llamacpp_base_url: str | None = _env(
+        "LLAMACPP_BASE_URL", "`llamacpp/<model>` handles, e.g. `http://localhost:8080`."
+    )
+    sglang_api_base: str | None = _env(
+        "SGLANG_API_BASE", "`sglang/<model>` handles, e.g. `http://localhost:30000`."
+    )
+    twilio_auth_token: str | None = Field(
+        None, description="Twilio auth token: the signature check of Twilio's requests."
+    )
 
     # Voice pipeline
     voice: bool = True  # load STT/TTS/VAD at start (False: text API only)
@@ -107,119 +170,235 @@ class Settings(BaseSettings):
     barge_in_check_ms: int = Field(360, ge=100, le=2000)  # speech transcribed before cancelling
     barge_in_max_ms: int = Field(1000, ge=200, le=5000)  # speech this long always cancels
     echo_cancellation: Literal["auto", "on", "off"] = "auto"  # auto: on for phone calls
-    idle_timeout_s: float = 60.0
-    max_call_s: float = 3600.0
-    # local whisper: decodes at once (CTranslate2's workers and the decode pool), and threads
-    # per decode; two one-thread workers decoded two calls' speech in half the time one
-    # two-thread worker took (voice_gateway/stt/whisper.py)
-    stt_workers: int = Field(2, ge=1, le=16)
-    stt_threads: int = Field(1, ge=1, le=16)
-    # numpy's BLAS threads per process; 0: the library's default (one per core, whose idle
-    # threads spin after each call: voice_gateway/native_threads.py)
-    blas_threads: int = Field(1, ge=0, le=64)
-    stt_partials: bool = False
+    idle_timeout_s: float = Field(
+        60.0, description="A call with no audio this long is closed (1001)."
+    )
+    max_call_s: float = Field(3600.0, description="Not read by the gateway.")
+    stt_workers: int = Field(2, ge=1, le=16, description="Local whisper: decodes at once.")
+    stt_threads: int = Field(1, ge=1, le=16, description="Local whisper: threads per decode.")
+    blas_threads: int = Field(
+        1, ge=0, le=64, description="numpy's BLAS threads per process; 0: one per core."
+    )
+    stt_partials: bool = Field(
+        False, description="Local whisper: send partial transcripts (~every 700 ms of speech)."
+    )
     # Provider options, one meaning each (checked against the vendor's published list at
     # start: voice_gateway/provider_check.py)
-    espeak_voice: str | None = None  # unset: en-us (or the deprecated VG_TTS_VOICE)
-    piper_voice: str = "joe-us"  # the bundled voice, or the path of a Piper .onnx voice
-    openai_tts_voice: str | None = None  # unset: alloy
-    openai_tts_model: str = "gpt-4o-mini-tts"
-    openai_stt_model: str = "gpt-4o-mini-transcribe"
-    openai_stt_base_url: str | None = None  # unset: OPENAI_BASE_URL
-    deepgram_stt_model: str = "nova-3"
-    deepgram_tts_voice: str = "aura-2-thalia-en"
-    tts_voice: str | None = None  # deprecated (one release): VG_ESPEAK_VOICE
-    session_token_ttl_s: int = 300
-    # WebRTC (docs/webrtc.md): STUN/TURN servers (unset: none, no public server is asked),
-    # the addresses host candidates use (unset: every interface), a UDP port range "LOW-HIGH"
-    ice_servers: str | None = None
-    webrtc_host_addresses: str | None = None
-    webrtc_udp_ports: str | None = None
+    espeak_voice: str | None = Field(
+        None,
+        description="espeak-ng voice: a name, language or file from `espeak-ng --voices`, "
+        "optionally `+variant`. Unset: `en-us` (or the deprecated `VG_TTS_VOICE`).",
+    )
+    piper_voice: str = Field(
+        "joe-us",
+        description="The bundled Piper voice, or the path of a Piper `.onnx` voice (its "
+        "`.onnx.json` beside it).",
+    )
+    openai_tts_voice: str | None = Field(None, description="OpenAI speech voice. Unset: alloy.")
+    openai_tts_model: str = Field("gpt-4o-mini-tts", description="OpenAI speech model.")
+    openai_stt_model: str = Field(
+        "gpt-4o-mini-transcribe", description="OpenAI transcription model."
+    )
+    openai_stt_base_url: str | None = Field(
+        None,
+        description="OpenAI transcription endpoint, so speech-to-text can go elsewhere than "
+        "the LLM. Unset: `OPENAI_BASE_URL`.",
+    )
+    deepgram_stt_model: str = Field("nova-3", description="Deepgram listen model.")
+    deepgram_tts_voice: str = Field("aura-2-thalia-en", description="Deepgram Aura voice.")
+    tts_voice: str | None = Field(
+        None,
+        description="Deprecated (a warning at start): use `VG_ESPEAK_VOICE`. The espeak "
+        "voice, and an OpenAI voice unless it starts with `en`.",
+    )
+    session_token_ttl_s: int = Field(300, description="Lifetime of a voice session token.")
+    ice_servers: str | None = Field(
+        None,
+        description="WebRTC STUN/TURN servers, also given to clients (docs/webrtc.md). "
+        "Unset: none, no public server is asked; host candidates only.",
+    )
+    webrtc_host_addresses: str | None = Field(
+        None,
+        description="Addresses WebRTC host candidates bind (`127.0.0.1` for loopback-only "
+        "hosts). Unset: every interface.",
+    )
+    webrtc_udp_ports: str | None = Field(
+        None,
+        description="WebRTC UDP port range `LOW-HIGH`, for firewalls. Unset: ephemeral ports.",
+    )
 
     # Agent loop
-    max_steps: int = 6
-    context_token_budget: int = 6000
-    llm_timeout_s: float = 60.0
+    max_steps: int = Field(6, description="Model calls per agent request, at most.")
+    context_token_budget: int = Field(
+        6000, description="Tokens of in-context messages before older ones are summarized."
+    )
+    llm_timeout_s: float = Field(
+        60.0, description="Text API: wait for the model's first (and each next) chunk."
+    )
 
     # Custom tools: each call runs in a sandboxed process (docs/rest_api.md, "Custom tools")
-    tool_timeout_s: float = Field(10.0, gt=0, le=600)  # wall clock per call
-    tool_cpu_s: int = Field(5, ge=1, le=600)  # RLIMIT_CPU
-    tool_memory_mb: int = Field(256, ge=64, le=65536)  # RLIMIT_AS
-    tool_max_output_bytes: int = Field(64_000, ge=1000)  # stdout and stderr, each
-    tool_return_char_limit: int = Field(50_000, ge=100, le=1_000_000)  # longer: cut, with a note
-    tool_max_concurrent: int = Field(4, ge=1, le=256)  # sandboxed calls at once
-    tool_namespaces: bool = True  # network/mount namespaces where the OS allows
-    # Without namespaces custom tools are refused (start log, 403 on creation, tool error on
-    # call); 1: run them with the remaining layers anyway (SECURITY.md)
-    sandbox_allow_weak: bool = False
-    # MCP servers (docs/tools.md): time-out of a tool call / listing, and of opening a session
-    mcp_timeout_s: float = Field(8.0, gt=0, le=600)
-    mcp_connect_timeout_s: float = Field(8.0, gt=0, le=600)
-    # key for secrets stored encrypted at rest (MCP tokens, headers, env); unset: none stored
-    secrets_key: str | None = None
+    tool_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="Custom tools: wall clock per call."
+    )
+    tool_cpu_s: int = Field(5, ge=1, le=600, description="Custom tools: CPU seconds per call.")
+    tool_memory_mb: int = Field(
+        256, ge=64, le=65536, description="Custom tools: address space per call (RLIMIT_AS)."
+    )
+    tool_max_output_bytes: int = Field(
+        64_000, ge=1000, description="Custom tools: stdout and stderr, each."
+    )
+    tool_return_char_limit: int = Field(
+        50_000, ge=100, le=1_000_000, description="A longer tool return is cut, with a note."
+    )
+    tool_max_concurrent: int = Field(
+        4, ge=1, le=256, description="Sandboxed custom-tool calls at once per process."
+    )
+    tool_namespaces: bool = Field(
+        True, description="Run custom tools in network/mount namespaces where the OS allows."
+    )
+    sandbox_allow_weak: bool = Field(
+        False,
+        description="Without namespaces custom tools are refused (start log, 403 on "
+        "creation, tool error on call); true: run them with the remaining layers (SECURITY.md).",
+    )
+    mcp_timeout_s: float = Field(
+        8.0, gt=0, le=600, description="MCP servers: time-out of a tool call or listing."
+    )
+    mcp_connect_timeout_s: float = Field(
+        8.0, gt=0, le=600, description="MCP servers: time-out of opening a session."
+    )
+    secrets_key: str | None = Field(
+        None,
+        description="Key of secrets stored encrypted at rest (MCP tokens, headers, env). "
+        "Unset: none are stored.",
+    )
 
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
-    llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
-    stt_timeout_s: float = Field(10.0, gt=0)  # an utterance's final transcript
-    tts_timeout_s: float = Field(10.0, gt=0)  # first/next audio chunk of a sentence
-    stt_fallback: str | None = None  # e.g. VG_STT=deepgram, VG_STT_FALLBACK=whisper
-    tts_fallback: str | None = None  # e.g. VG_TTS=openai, VG_TTS_FALLBACK=espeak
-    llm_fallback: str | None = None  # a model handle, e.g. openai/gpt-4o-mini
-    fallback_cooldown_s: float = Field(30.0, ge=0)  # skip a failed primary this long
+    llm_voice_timeout_s: float = Field(
+        8.0, gt=0, description="Voice turns: wait for the model's first (and each next) chunk."
+    )
+    stt_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Wait for an utterance's final transcript; then an apology and an "
+        "`error` event.",
+    )
+    tts_timeout_s: float = Field(
+        10.0, gt=0, description="Wait for a sentence's first (and each next) audio chunk."
+    )
+    stt_fallback: str | None = Field(
+        None,
+        description="A second STT used when the first fails before any output, e.g. "
+        "`VG_STT=deepgram`, `VG_STT_FALLBACK=whisper`.",
+    )
+    tts_fallback: str | None = Field(
+        None,
+        description="A second TTS used when the first fails before any output, e.g. "
+        "`VG_TTS=openai`, `VG_TTS_FALLBACK=espeak`.",
+    )
+    llm_fallback: str | None = Field(
+        None,
+        description="A model handle answering when an agent's model fails before any "
+        "output, e.g. `openai/gpt-4o-mini`.",
+    )
+    fallback_cooldown_s: float = Field(
+        30.0, ge=0, description="After a failure, skip the primary provider this long."
+    )
 
     # Sleeptime / bus
-    sleeptime_every_turns: int = 5
-    sleeptime_model: str | None = None  # model handle for memory rewriting; unset: the agent's
-    transcripts_maxlen: int = 100_000
-    claim_idle_ms: int = 30_000
-    max_deliveries: int = 5
-    sleeptime_test_delay_s: float = 0.0  # tests only: stall each rewrite before its commit
+    sleeptime_every_turns: int = Field(
+        5, description="Run the sleeptime agent every N user turns (and when a call ends)."
+    )
+    sleeptime_model: str | None = Field(
+        None, description="Model handle for memory rewriting. Unset: the agent's own."
+    )
+    transcripts_maxlen: int = Field(
+        100_000, description="Approximate length of the Redis stream `vg:transcripts`."
+    )
+    claim_idle_ms: int = Field(
+        30_000, description="A worker reclaims another's entry pending this long (XAUTOCLAIM)."
+    )
+    max_deliveries: int = Field(
+        5, description="Deliveries of a transcript entry before it goes to the dead stream."
+    )
+    sleeptime_test_delay_s: float = Field(
+        0.0, description="Tests only: stall each memory rewrite before its commit."
+    )
 
-    # Scheduled messages (voice_gateway/scheduler.py, docs/rest_api.md): how often a process
-    # looks for due ones (0: this one fires none), and cron's optional leading seconds field
-    schedule_tick_s: float = Field(1.0, ge=0, le=60)
-    schedule_cron_seconds: bool = False
+    # Scheduled messages (voice_gateway/scheduler.py, docs/rest_api.md)
+    schedule_tick_s: float = Field(
+        1.0, ge=0, le=60, description="How often to look for due scheduled messages; 0: never."
+    )
+    schedule_cron_seconds: bool = Field(
+        False, description="Cron expressions take an optional leading seconds field."
+    )
 
     # HTTP limits
-    max_body_bytes: int = 1_000_000
-    max_file_bytes: int = Field(20_000_000, ge=1)  # one upload to a folder; beyond: 413
-    max_header_bytes: int = Field(16_384, ge=1024)  # request line + headers; beyond: 431
-    # SIGTERM: browser calls finish their turn and reconnect elsewhere; phone calls go on until
-    # they end or this runs out (keep it below compose's stop_grace_period; docs/operations.md)
-    drain_timeout_s: float = Field(
-        10.0, ge=0, validation_alias=AliasChoices("VG_DRAIN_TIMEOUT_S", "VG_SHUTDOWN_GRACE_S")
+    max_body_bytes: int = Field(1_000_000, description="Request body; beyond: 413.")
+    max_file_bytes: int = Field(
+        20_000_000, ge=1, description="One upload to a folder; beyond: 413."
     )
-    # WebSockets: our fast path for plain data frames on uvicorn's websockets-sansio protocol
-    # (docs/operations.md, "WebSocket server"); False: uvicorn's protocol as it ships
-    ws_fast_path: bool = True
-    # A full garbage collection after this many middle-generation ones (10: CPython's default).
-    # Each pauses every call; fewer, longer ones hold more garbage (docs/operations.md)
-    gc_full_every: int = Field(10, ge=1)
-    # Allocations between young collections (CPython's default: 700). Objects that outlive
-    # ten of them reach the oldest generation, whose growth brings on a full collection; with
-    # 700, a turn's objects (they live ~1-3 s) got there: 5 full collections in 20 s at 400
-    # calls, 1 with 5000 (docs/operations.md#garbage-collection)
-    gc_young_every: int = Field(5000, ge=1)
+    max_header_bytes: int = Field(
+        16_384,
+        ge=1024,
+        description="Request line plus headers; beyond: 431 and the connection closed, by "
+        "the HTTP server before any route.",
+    )
+    drain_timeout_s: float = Field(
+        10.0,
+        ge=0,
+        validation_alias=AliasChoices("VG_DRAIN_TIMEOUT_S", "VG_SHUTDOWN_GRACE_S"),
+        description="On SIGTERM browser calls finish their turn and reconnect elsewhere "
+        "(1012); phone calls go on until they end or this runs out. Keep the service "
+        "manager's stop timeout (compose `stop_grace_period`) 10 s above it.",
+    )
+    ws_fast_path: bool = Field(
+        True,
+        description="Our fast path for plain data frames on uvicorn's websockets-sansio "
+        'protocol (docs/operations.md, "WebSocket server"); false: uvicorn\'s as it ships.',
+    )
+    gc_full_every: int = Field(
+        10, ge=1, description="A full garbage collection after this many middle-generation ones."
+    )
+    gc_young_every: int = Field(
+        5000, ge=1, description="Allocations between young collections (CPython's default: 700)."
+    )
 
     # Rate limits and quotas per identity (docs/operations.md, "Rate limits and quotas")
-    rate_limit_rps: float = Field(100.0, ge=0)  # REST requests/s; 0: off
-    rate_limit_burst: int | None = Field(None, ge=1)  # unset: two seconds' worth
-    max_concurrent_calls: int = Field(1000, ge=0)  # browser + phone calls; 0: no limit
-    call_minutes_per_day: float = Field(0.0, ge=0)  # per UTC day; 0: no limit
-    call_lease_s: float = Field(30.0, gt=0)  # Redis call-slot lease (refreshed every 1/3)
-    quota_flush_s: float = Field(10.0, gt=0)  # call seconds are added up this often
-    # Browser origins allowed on the sockets and REST ("*": any); unset: own + loopback
-    allowed_origins: str | None = None
+    rate_limit_rps: float = Field(
+        100.0, ge=0, description="REST requests/s per identity; over it: 429. 0: off."
+    )
+    rate_limit_burst: int | None = Field(
+        None, ge=1, description="Burst of REST requests per identity. Unset: two seconds' worth."
+    )
+    max_concurrent_calls: int = Field(
+        1000, ge=0, description="Live calls per identity (more: close 4429); 0: no limit."
+    )
+    call_minutes_per_day: float = Field(
+        0.0, ge=0, description="Call minutes per identity and UTC day (out: 4429); 0: no limit."
+    )
+    call_lease_s: float = Field(
+        30.0, gt=0, description="With Redis, a call slot's lease (refreshed every third of it)."
+    )
+    quota_flush_s: float = Field(
+        10.0, gt=0, description="How often call seconds are added up into the quota."
+    )
+    allowed_origins: str | None = Field(
+        None,
+        description="Browser origins allowed on the sockets and REST: comma list, "
+        "`https://*.example.com` patterns, `*` = any. Unset: own origin + loopback.",
+    )
 
-    # Admission control per process (voice_gateway/capacity.py, docs/operations.md): past
-    # either a new call is refused (close 1013, HTTP 503) instead of slowing the live ones
-    process_max_calls: int = Field(500, ge=0)  # live calls in one process; 0: no limit
-    # smoothed event-loop lag beyond which new calls are refused (1013); 0: not judged. 200 ms
-    # averaged over ~0.5 s means every live call is already late; lower it where the machine is
-    # the gateway's alone (30 ms refused calls on a shared 2-core test machine)
-    admit_max_lag_ms: float = Field(200.0, ge=0)
-    # `voice-gateway serve --workers N`: N processes share the port (N > 1 needs VG_REDIS_URL)
-    workers: int = Field(1, ge=1, le=64)
+    # Admission control per process (voice_gateway/capacity.py, docs/operations.md)
+    process_max_calls: int = Field(
+        500, ge=0, description="Live calls per process; more are refused (1013, 503). 0: no limit."
+    )
+    admit_max_lag_ms: float = Field(
+        200.0, ge=0, description="Smoothed event-loop lag that refuses new calls (1013); 0: off."
+    )
+    workers: int = Field(
+        1, ge=1, le=64, description="Processes sharing the port (more than 1 needs Redis)."
+    )
 
     def secrets(self) -> list[str]:
         """Configured secrets, for the log redaction filter."""

@@ -1,4 +1,4 @@
-"""Many callers on one agent in the browser (issue 14): each page calls as its own caller id
+"""Many callers on one agent in the browser: each page calls as its own caller id
 (typed, or made once and kept in localStorage), the id is bound into the session token, each
 caller gets a conversation of their own, and a page cannot resume another caller's."""
 

@@ -1,4 +1,4 @@
-"""A call that ended leaves no reference cycle holding it (issue 20): `release` in
+"""A call that ended leaves no reference cycle holding it: `release` in
 pipeline/call_end.py drops what refers back to the call (its barge-in judge, approvals, STT
 stream, task group) and its audio state, so the session and its buffers die by reference
 counting when the route lets go of it. Before, every hang-up left the whole call in the

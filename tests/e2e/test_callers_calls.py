@@ -1,4 +1,4 @@
-"""Many callers on ONE agent, end to end (issue 14): live voice calls (espeak speech over a
+"""Many callers on ONE agent, end to end: live voice calls (espeak speech over a
 real WebSocket, the local whisper STT, espeak TTS), Twilio media streams and
 /v1/chat/completions, against the loopback OpenAI-compatible model that records every
 request. Each caller's words stay out of the other caller's requests, their turns run at the

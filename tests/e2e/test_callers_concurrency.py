@@ -1,4 +1,4 @@
-"""Concurrent turns of many callers on ONE agent (issue 14): edits of one agent-wide block
+"""Concurrent turns of many callers on ONE agent: edits of one agent-wide block
 from two conversations at once (the agent's own core_memory_append through the loop) and
 sleeptime-actor rewrites in between never lose an update; turns of two conversations
 overlap in time while two turns of one conversation never do. A live gateway (chat

@@ -1,4 +1,4 @@
-"""The published image without Docker (issue 15, item 6): the Dockerfile's own steps, read
+"""The published image without Docker: the Dockerfile's own steps, read
 from the Dockerfile (base Python version, COPY, the `pip install` lines, ENV, CMD), are run in a
 fresh venv of the same Python version; then the image's command answers /ready, and the Piper
 voice the image claims (the `piper` extra) speaks. pip installs from the configured package

@@ -1,4 +1,4 @@
-"""SIGTERM with a live phone call (issue 15, item 3; docs/operations.md, "Graceful shutdown"):
+"""SIGTERM with a live phone call (docs/operations.md, "Graceful shutdown"):
 a real `voice-gateway serve` process stops taking calls (/ready 503, a new media stream is
 closed 1012) but keeps serving the phone call, which is answered during the drain; just before
 VG_DRAIN_TIMEOUT_S runs out the caller hears a spoken goodbye (whole: Twilio's marks come back)

@@ -105,7 +105,7 @@ async def test_phone_call(pg: PhoneGateway, artifacts_dir: Path) -> None:
     # the turn is in the caller's (From number's) conversation, not keyed by the call sid
     assert turn["source"] == "phone" and turn["conversation_id"].startswith("conv-")
     assert turn["identity_id"] and turn["identity_id"].startswith("identity-")
-    # STT at 8 kHz, by the phone tests' bound: on an AMD EPYC (stop 44) the 15 s window heard
+    # STT at 8 kHz, by the phone tests' bound: on an AMD EPYC the 15 s window heard
     # "Nellie ... green deep leaves" (0.23) where the 30 s one passed at 0.2, while over many
     # sentences the 15 s window is as good (bench/voice_stt.py, same machine: real recordings
     # 8.7 % WER at 30 s, 7.6 % at 15 s; espeak-ng 22.9 and 24.1 %)
@@ -165,7 +165,7 @@ async def test_stop_mid_reply_publishes_the_turn_cut_at_what_was_heard(pg: Phone
     assert turn["source"] == "phone" and turn["interrupted"] is True
     # tiny.en's narrowband words swing with the line's timing, in every window: here "Alice"
     # came as "Nellis" and "green tea please" as "green deep leaves" (0.23, the 15 s window);
-    # an offline replay of the same sentence gave "Natalie" from the 30 s one (stop 43)
+    # an offline replay of the same sentence gave "Natalie" from the 30 s one
     assert wer(UTTERANCE, turn["user_text"]) <= 0.25, turn["user_text"]
     # what was heard comes from the echoed marks (600 ms: a word or two of the ~3 s first
     # sentence), not from how much audio was sent (1.5 s and more)

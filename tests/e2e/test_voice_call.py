@@ -54,7 +54,7 @@ async def test_spoken_turn(vg: VoiceGateway, in_rate: int, out_rate: int) -> Non
     final = c.of_type("transcript.final")[0]
     # 8 kHz: tiny.en's narrowband words swing with the audio in every window ("green tea
     # please" -> "green deep leaves" from the 15 s one, "Alice" -> "Natalie" from the 30 s one
-    # in an offline replay; docs/benchmarks.md, voice_stt stop 43): the phone tests' 0.25
+    # in an offline replay; docs/benchmarks.md, voice_stt): the phone tests' 0.25
     bound = 0.25 if in_rate < 16000 else 0.15
     assert wer(UTTERANCE, final["text"]) <= bound, final["text"]
     assert "alice" in final["text"].lower(), final["text"]  # the name, which memory keeps

@@ -1,6 +1,6 @@
-"""Turn-taking on live calls (issue 16): a mid-sentence pause with smart turn vs VAD-only,
-backchannels during a reply, the reply's own echo on a speakerphone (browser 16 kHz and Twilio
-8 kHz mu-law), the phone call's default (`smart`), and bad turn options in session.start.
+"""Turn-taking on live calls: a mid-sentence pause with smart turn vs VAD-only, backchannels
+during a reply, the reply's own echo on a speakerphone (browser 16 kHz and Twilio 8 kHz
+mu-law), the phone call's default (`auto`), and bad turn options in session.start.
 espeak-ng speech, local whisper, the loopback LLM."""
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ async def test_twilio_speakerphone_echo(phone: PhoneGateway, echo: bool) -> None
     await call.stop()
 
 
-# ---- the phone's default: auto (vad in stop 47, smart in stops 42-46), or what the call asks ----
+# ---- the phone's default: auto, or what the call asks ----
 
 
 @pytest.fixture(scope="module")

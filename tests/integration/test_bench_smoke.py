@@ -109,9 +109,9 @@ def test_voice_concurrency_with_sleeptime_workers_and_overload(tmp_path: Path) -
 
 def test_recorded_calls_send_room_tone_between_turns() -> None:
     """A recording's call fills its cycle with the recording's own room tone, as a microphone
-    would, never with digital silence (after which webrtcvad heard room tone as speech until
-    stop 40); espeak-ng's, which has no room tone, with zeros. The turn still ends after the
-    words, within the cycle."""
+    would, never with digital silence (after which a detector that did not start afresh would
+    hear room tone as speech); espeak-ng's, which has no room tone, with zeros. The turn still
+    ends after the words, within the cycle."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         from _concurrency_load import cycle_pattern

@@ -1,4 +1,4 @@
-"""Hardened edges (issue 15, item 7), each against a live gateway on loopback: malformed
+"""Hardened edges, each against a live gateway on loopback: malformed
 credentials, oversized request heads, cursors of other users, empty bodies, loose JSON and
 query types, 405 without Allow, and the public health route."""
 

@@ -1,4 +1,4 @@
-"""Provider settings mean one thing each (issue 15, item 4): every vendor option has its own
+"""Provider settings mean one thing each: every vendor option has its own
 VG_ setting, an unknown value (where the vendor publishes its list) stops the gateway at start
 with a message naming the setting, OpenAI STT has its own base URL, and the deprecated
 VG_TTS_VOICE still works with a warning."""

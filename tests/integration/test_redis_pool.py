@@ -1,4 +1,4 @@
-"""The gateway's Redis client under a burst (issue 20): more commands in flight than the pool
+"""The gateway's Redis client under a burst: more commands in flight than the pool
 has connections wait for one instead of failing, so turn locks keep their cross-process
 exclusion at hundreds of calls. Real redis-server."""
 

@@ -207,8 +207,8 @@ def strict(items: Any) -> list[Any]:
 
 def test_every_route_validates_in_strict_mode(client: Letta, fake_llm: FakeLLM) -> None:
     """letta-client 1.12.1 with `_strict_response_validation=True` over every route we serve:
-    any response the SDK's models refuse raises APIResponseValidationError (issue 14, item 6:
-    `embedding_endpoint_type: "local"` made every agent response fail)."""
+    any response the SDK's models refuse raises APIResponseValidationError (an
+    `embedding_endpoint_type: "local"` would make every agent response fail)."""
     assert client.health().status == "ok"
     for model in ("scripted/demo", "openai/fake"):
         agent = client.agents.create(

@@ -1,6 +1,6 @@
 """StreamOrder with a backlog: every agent's next entry is checked against one shared snapshot
-of the group's pending entries, not a scan of its own (issue 20: two workers holding ~1,000
-entries spent most of a core on those scans). Real redis-server."""
+of the group's pending entries, not a scan of its own (two workers holding ~1,000 entries
+would spend most of a core on those scans). Real redis-server."""
 
 from __future__ import annotations
 

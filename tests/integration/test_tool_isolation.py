@@ -1,4 +1,4 @@
-"""Custom tools only where they can be isolated (issue 15, item 2; SECURITY.md).
+"""Custom tools only where they can be isolated (SECURITY.md).
 
 A real gateway process started where the kernel refuses network and mount namespaces
 (tests/support/no_namespaces.py, as in a container that was not granted them) logs an error at

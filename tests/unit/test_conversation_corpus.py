@@ -33,9 +33,10 @@ def test_the_turns_alternate_and_lie_inside_the_recording(talk: tuple[np.ndarray
 def test_a_telephone_band_recording_whose_sentences_do_not_fade(
     talk: tuple[np.ndarray, list],
 ) -> None:
-    """Why `auto` is `vad` on phone calls (docs/operations.md, stop 47): of the turns that end
-    in a gap (their decay is in the recording), 3 of 4 end above the -21 dB fade `smart` asks
-    for a "done", "This is Diane in New Jersey." far above it."""
+    """Why `auto` does not wait on the voice's "not done" (docs/turn_taking.md): of the turns
+    of a telephone conversation that end in a gap (their decay is in the recording), 3 of 4
+    end above the -21 dB fade `smart` asks for a "done", "This is Diane in New Jersey." far
+    above it."""
     pcm, _ = talk
     spectrum = np.abs(np.fft.rfft(pcm.astype(np.float64)))
     hz = np.fft.rfftfreq(len(pcm), 1 / 16000)

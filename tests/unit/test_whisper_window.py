@@ -114,7 +114,7 @@ async def test_a_call_stream_picks_its_window_by_the_callers_rate(
     encoder_inputs: list[int], input_rate: int, window: int
 ) -> None:
     """Phone calls (8 kHz, resampled to 16 kHz) start from the 15 s window (the standard 30 s
-    one until stop 43: 3-5x the time for no better words, bench/voice_stt.py)."""
+    one takes 3-5x the time for no better words, bench/voice_stt.py)."""
     stt = WhisperSTT()
     stream = stt.open_stream(input_rate=input_rate)
     pcm = speak("What time does the library open tomorrow morning?").tobytes()
@@ -130,8 +130,8 @@ async def test_a_pause_transcript_is_the_turn_s_when_no_speech_followed(
     encoder_inputs: list[int], input_rate: int
 ) -> None:
     """The pause's decode becomes the turn's transcript without a second decode, on phone
-    calls too (since stop 42: they decoded again, ~300 ms of the 30 s window after the end
-    of the turn); speech after the pause means a new decode."""
+    calls too (a second decode would cost ~300 ms of the 30 s window after the end of the
+    turn); speech after the pause means a new decode."""
     stt = WhisperSTT()
     stream = stt.open_stream(input_rate=input_rate)
     assert stream.speculation_final

@@ -1,5 +1,5 @@
 """WebRTC's AEC3 through the `livekit` wheel's AudioProcessingModule (Apache-2.0, manylinux,
-offline). Chosen over pyaec (speexdsp) by bench/echo_cancel.py: see docs/operations.md."""
+offline). Chosen over pyaec (speexdsp) by bench/echo_cancel.py: see docs/turn_taking.md."""
 
 from __future__ import annotations
 
@@ -94,9 +94,9 @@ class ApmCanceller(EchoCanceller):
         now = self.clock()
         if self.idle(now):
             # AEC3 is not run between replies: its four calls a frame (two 10 ms halves,
-            # reference and microphone, each a protobuf request to the livekit FFI) were the
+            # reference and microphone, each a protobuf request to the livekit FFI) would be the
             # phone path's largest cost, ~1/3 of the event loop's time per phone frame
-            # (py-spy, bench/phone_capacity.py, stop 44), for audio it returned untouched.
+            # (py-spy, bench/phone_capacity.py), for audio it returns untouched.
             # Render and capture are skipped together, so what it learned of the echo path
             # (and their alignment) is there for the next reply.
             if self.double_talk is not None:

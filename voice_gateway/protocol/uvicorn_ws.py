@@ -31,7 +31,7 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
   own WebSocket frame. Measured (bench/voice_concurrency.py, 100 calls, a turn every 3 s):
   the library's send path with a write per message was 44 µs of main-thread CPU per message
   (cProfile, with the write's system call; 44 messages per turn): see
-  docs/benchmarks.md#capacity-by-the-callers-measure-issue-20. Control frames and the closing
+  docs/benchmarks.md#voice_concurrency. Control frames and the closing
   handshake stay the library's, after a flush of what is pending, so the order on the wire
   is the order of the sends. The `voice_gateway.send_now` extension (`send(data)`) queues a
   data frame the same way without the ASGI send chain, when `send` would not have waited.
@@ -212,7 +212,7 @@ class FastWebSocketProtocol(WebSocketsSansIOProtocol):
         open. False: use `send`. What it skips per message (the ASGI send chain: Starlette's
         WebSocket.send and exception wrapper, this class's `send`, the flow-control wait, four
         coroutines) is what a reply's 20 ms audio frames and events paid one by one
-        (docs/benchmarks.md, issue 20)."""
+        (docs/benchmarks.md, `voice_concurrency`)."""
         if self.disconnected or not self.writable.is_set() or not self._may_frame():
             return False
         if isinstance(data, str):

@@ -109,7 +109,7 @@ class STTStream(ABC):
     def push_now(self, pcm16_16k: bytes) -> bool:
         """Vendor hook: take 20 ms of audio without awaiting (a buffer append, a queue put)
         and return True, if this vendor can; False (the default): `push` takes it from the
-        call's reader task. What it saves is measured in docs/benchmarks.md (issue 20): a
+        call's reader task. What it saves is measured in docs/benchmarks.md (`voice_concurrency`): a
         frame of speech handled in the socket's read callback (`VoiceSession.audio_now`)
         instead of waking the reader."""
         return False

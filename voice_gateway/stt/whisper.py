@@ -13,7 +13,7 @@ utterance plus 2 s of padding, at least 10 s (CTranslate2 accepts windows under 
 loop (compressible text, a phrase said again at once, or no word at all) is decoded again with a
 15 s window, and if that loops too, the standard way, with the 30 s window and faster-whisper's
 temperature fallback. Narrowband calls (input under 16 kHz, i.e. phone audio) start from the
-15 s window (`WhisperStream.first_window`; the standard 30 s one until stop 43)."""
+15 s window (`WhisperStream.first_window`)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def transcribe(
     min_frames: int = SHORT_MIN_FRAMES,
 ) -> str:
     """The text of 16 kHz float32 audio. `full_window`: the standard 30 s window only (the
-    baseline of bench/voice_stt.py; phone calls used it until stop 43, see the module doc).
+    baseline of bench/voice_stt.py, see the module doc).
     `retry_looped` False: a looped short-window text is returned as it is (see
     WhisperStream.speculate). `min_frames`: the first pass's smallest window."""
     model = load_model(threads, workers)
@@ -167,7 +167,7 @@ class WhisperStream(STTStream):
         # `_finish` never takes a looped text as the final transcript. With `retry_looped` (a
         # pause with no reply playing) it is tried once more from the 15 s window during the
         # pause, ~0.2-0.26 s on a Xeon, instead of after the end of the turn (real speech,
-        # `vad`: whisper after the end of turn max 153.6 -> 0.7 ms, docs/operations.md)
+        # `vad`: whisper after the end of turn max 0.7 ms instead of 153.6 ms, voice_latency)
         pcm = bytes(self._buf) + bytes(pad_ms * 32)
         task = asyncio.create_task(self._decode_quietly(pcm, retry_looped))
         old, self._spec = self._spec, task
@@ -180,7 +180,7 @@ class WhisperStream(STTStream):
 
     @property
     def speculation_final(self) -> bool:
-        return True  # phone calls too, since stop 42 (`_finish`)
+        return True  # phone calls too (`_finish`)
 
     async def _decode_quietly(self, pcm: bytes, retry_looped: bool = False) -> str:
         try:
@@ -202,7 +202,7 @@ class WhisperStream(STTStream):
     @property
     def first_window(self) -> int:
         """The window this call's decodes start from: 15 s on phone calls (narrowband), where
-        the 30 s one (until stop 43) took 3-5x as long for no better words (bench/voice_stt.py:
+        the 30 s one takes 3-5x as long for no better words (bench/voice_stt.py:
         real recordings 7.6 % WER at 15 s against 8.7 % at 30 s, espeak-ng 24.1 against 23.5 %;
         a phone turn's decode on a Xeon ~0.3 instead of ~0.75 s); else `min_frames`. A looped
         text still goes on to the 30 s window at the end of the turn (`transcribe`)."""
@@ -240,12 +240,13 @@ class WhisperStream(STTStream):
         self._since_partial = 0
         spec, self._spec = self._spec, None
         await self._stop_partial()
-        # phone calls too since stop 42; they decoded again here (~300 ms of the 30 s window
-        # after the end of turn), as tiny.en's narrowband words swing with the audio after
-        # them ("green tea please" -> "green deep leaves" at 180 instead of 300 ms). The
-        # pause's decode is padded to exactly the audio the turn has at its earliest end
-        # (session.py), and then the two gave the same words on 8 of 8 espeak-ng phone
-        # sentences (3 differed with the pad 20 ms long; docs/benchmarks.md, phone_latency)
+        # The pause's transcript is the turn's, on phone calls too: a second decode here
+        # would cost ~300 ms of the 30 s window after the end of turn, and tiny.en's
+        # narrowband words swing with the audio after them ("green tea please" -> "green
+        # deep leaves" at 180 instead of 300 ms). The pause's decode is padded to exactly the
+        # audio the turn has at its earliest end (session.py), so the two give the same words
+        # on 8 of 8 espeak-ng phone sentences (3 differ with the pad 20 ms long;
+        # docs/benchmarks.md, phone_latency)
         if spec is not None and self.speculated and self.speculation_final:
             text = await spec  # decoded during the pause: the same words, already there
             if text and not looks_looped(text):

@@ -1,4 +1,4 @@
-// The caller panel: who this page calls as (a caller key, issue 14), that caller's
+// The caller panel: who this page calls as (a caller key), that caller's
 // conversations with the agent (pick one to resume), and where the caller's own blocks come
 // from (GET /v1/identities/ -> block ids -> GET /v1/blocks/{id}, shown by the memory panel).
 
