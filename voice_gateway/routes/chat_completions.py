@@ -23,7 +23,7 @@ from memory.ids import new_id
 from memory.models import NotFound
 from voice_gateway.callers import BadCallerKey, open_conversation
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.protocol.openai_chat import chat_request_problem
 from voice_gateway.routes.http import load_json
 
@@ -52,7 +52,7 @@ def last_user_text(messages: Any) -> str | None:
 
 
 async def chat_completions(request: Request) -> Response:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     try:
         body = load_json(await request.body())
     except ApiError as exc:

@@ -10,13 +10,14 @@ from starlette.routing import BaseRoute, Route
 
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.metrics import CONTENT_TYPE_LATEST
 
 
 async def metrics(request: Request) -> Response:
     """Prometheus exposition. With VG_API_KEY set it needs that (admin) key as a bearer token;
     health and readiness stay open for load balancers and container probes."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     principal = await gw.auth.principal(request)
     if principal.scoped:
         raise ApiError(403, "metrics need the admin key")
@@ -31,7 +32,7 @@ async def health(request: Request) -> JSONResponse:
 async def ready(request: Request) -> JSONResponse:
     """Ready for traffic: database reachable, speech models loaded, not draining. Redis is
     reported but does not decide: without it calls and requests go on (turns are spooled)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     checks: dict[str, bool] = {"database": await gw.memory.db.ping()}
     if gw.settings.redis_url:
         checks["redis"] = await gw.bus.redis_ok()

@@ -16,7 +16,7 @@ from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
 from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
@@ -38,7 +38,7 @@ MEDIA_PATH = "/v1/telephony/twilio/media"
 def _public_url(request: Request) -> str:
     """The URL Twilio signed: VG_PUBLIC_URL (behind a proxy) or the request's own (with the
     scheme a proxy reports in X-Forwarded-Proto)."""
-    public = request.app.state.gw.settings.public_url
+    public = gateway_of(request).settings.public_url
     if public:
         url = public.rstrip("/") + request.url.path
         return f"{url}?{request.url.query}" if request.url.query else url
@@ -47,7 +47,7 @@ def _public_url(request: Request) -> str:
 
 
 def _media_url(request: Request) -> str:
-    public = request.app.state.gw.settings.public_url
+    public = gateway_of(request).settings.public_url
     if public:
         base = public.rstrip("/").replace("https://", "wss://").replace("http://", "ws://")
         return base + MEDIA_PATH
@@ -57,7 +57,7 @@ def _media_url(request: Request) -> str:
 
 
 async def voice_webhook(request: Request) -> Response:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     form = {k: str(v) for k, v in (await request.form()).items()}
     token = gw.settings.twilio_auth_token
     if token:
@@ -104,7 +104,7 @@ def over_capacity(gw: Gateway, busy: Refusal) -> Response:
 
 
 async def media_socket(ws: WebSocket) -> None:
-    gw = ws.app.state.gw
+    gw = gateway_of(ws)
     await ws.accept()
     if gw.draining:
         await ws.close(CLOSE_RESTART, "server is shutting down")

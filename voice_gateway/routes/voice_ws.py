@@ -17,7 +17,7 @@ from memory.models import NotFound
 from voice_gateway.auth import Principal, anonymous, client_ip
 from voice_gateway.capacity import Refusal, Ticket
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 async def create_voice_session(request: Request) -> JSONResponse:
     """Issue a short-lived token for the browser voice socket (browsers cannot set headers).
     Body (optional): {"caller": "<your app's user id>"}, bound into the token."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent_id = request.path_params["agent_id"]
     await gw.auth.agent(request, agent_id)
     principal = await gw.auth.principal(request)
@@ -75,7 +75,7 @@ async def _caller_of(request: Request) -> str | None:
 
 
 async def _authenticate(ws: WebSocket, agent_id: str) -> Principal:
-    gw = ws.app.state.gw
+    gw = gateway_of(ws)
     token = ws.query_params.get("session_token")
     if token:
         return gw.auth.verify_token(token, agent_id)
@@ -101,7 +101,7 @@ def admit_call(gw: Gateway, source: str) -> Ticket | Refusal:
 
 
 async def voice_socket(ws: WebSocket) -> None:
-    gw = ws.app.state.gw
+    gw = gateway_of(ws)
     await ws.accept()
     if gw.draining:
         await ws.close(CLOSE_RESTART, "server is shutting down")
