@@ -1,6 +1,6 @@
 """Measurement inside the benchmark gateway process (bench/_voice.py starts it): per-frame
-handling time of VoiceSession._audio, event-loop lag, GC pauses, CPU and live objects. Fixed-size
-samples, so a long run does not measure its own instrumentation growing."""
+handling time of the call's input path (pipeline/input.py), event-loop lag, GC pauses, CPU and
+live objects. Fixed-size samples, so a long run does not measure its own instrumentation growing."""
 
 from __future__ import annotations
 

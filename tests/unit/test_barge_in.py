@@ -72,8 +72,12 @@ class Call:
         self.ignored: list[tuple[str, str]] = []
         self.stt = Speculation(transcript)
         rules = BargeInRules(360, 1000, phrase_set("mm-hmm, yeah, okay"), echo_on)
-        self.barge = BargeIn(rules, self.stt, Tasks())
+        self.barge = BargeIn(rules, self, self.stt, Tasks())
         self.barge.reply = Spoken(self, REPLY)
+
+    @property
+    def last_voiced_ms(self) -> int:  # the input clock
+        return self.t
 
     async def judge_final(self, final: asyncio.Future[str], ov: Overlap) -> bool:
         """The session's part: an ignored utterance is reported."""
@@ -87,7 +91,7 @@ class Call:
         self.barge.confirmed(self.t)
         for _ in range(ms // 20):
             self.t += 20
-            self.barge.frame(self.t)
+            self.barge.frame()
             await asyncio.sleep(0)  # a check's transcript is judged
 
 
@@ -228,7 +232,7 @@ async def test_a_check_superseded_by_a_newer_decode_takes_its_answer() -> None:
     call.barge.confirmed(0)
     for _ in range(19):  # 380 ms: the check starts on its own decode
         call.t += 20
-        call.barge.frame(call.t)
+        call.barge.frame()
     await asyncio.sleep(0)
     own.cancel()  # superseded
     await asyncio.sleep(0)
@@ -316,7 +320,7 @@ async def test_an_echo_that_checks_heard_stays_echo_unless_the_caller_joined(
         for _ in range(n):
             echo.near(b"")
             call.t += 20
-            call.barge.frame(call.t)
+            call.barge.frame()
             await asyncio.sleep(0)
 
     call.barge.confirmed(call.t)
@@ -400,11 +404,11 @@ async def test_speech_that_outlives_the_reply_is_judged_at_its_end(
     call.barge.confirmed(0)
     for _ in range(10):
         call.t += 20
-        call.barge.frame(call.t)
+        call.barge.frame()
     call.end_reply()
     for _ in range(40):  # past max_ms: nothing to cut, and no check starts
         call.t += 20
-        call.barge.frame(call.t)
+        call.barge.frame()
         await asyncio.sleep(0)
     ov = call.barge.ended()
     if not echo_on:

@@ -105,7 +105,7 @@ class InputPath:
             self._began, self._began_frame, self._began_events = pcm, frame, events
             return False
         self._began = None
-        self.barge_in.frame(det.last_voiced_ms)
+        self.barge_in.frame()
         return True
 
     async def audio(self, pcm: bytes) -> None:
@@ -143,4 +143,4 @@ class InputPath:
             await self.stt.feed(frame)
         for ev in events:
             await self.on_event(ev)
-        self.barge_in.frame(det.last_voiced_ms)
+        self.barge_in.frame()

@@ -146,6 +146,14 @@ class Speculator(Protocol):
         it."""
 
 
+class VoicedClock(Protocol):
+    """The input timeline (the call's turn detector)."""
+
+    @property
+    def last_voiced_ms(self) -> int:
+        """The end of the caller's last voiced frame."""
+
+
 class Spawner(Protocol):
     def create_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
 
@@ -161,10 +169,11 @@ class BargeInRules:
 @dataclass
 class BargeIn:
     """One call's barge-in. The call tells it of the reply being spoken (`reply`), speech
-    confirmed, each frame (with the input clock) and the end of an utterance; it interrupts
-    that reply, transcribes speech over it (`stt`, in `tasks`) and returns what to ignore."""
+    confirmed, each frame and the end of an utterance; it interrupts that reply, transcribes
+    speech over it (`stt`, in `tasks`) and returns what to ignore."""
 
     rules: BargeInRules
+    clock: VoicedClock
     stt: Speculator
     tasks: Spawner
     echo: EchoCanceller = field(default_factory=NoCanceller)  # its energy totals, its age
@@ -200,14 +209,13 @@ class BargeIn:
         else:
             self.interrupt("barge_in")  # (a no-op unless a reply is under way, still silent)
 
-    def frame(self, now_ms: int) -> None:
-        """Per frame (`now_ms`: the end of the caller's last voiced frame): cancel once the
-        speech is long, or once its start is transcribed and is neither a backchannel nor the
-        reply's echo."""
+    def frame(self) -> None:
+        """Per frame: cancel once the speech is long, or once its start is transcribed and is
+        neither a backchannel nor the reply's echo."""
         ov = self.overlap
         if ov is None or ov.decided:
             return
-        spoken_ms = now_ms - ov.start_ms
+        spoken_ms = self.clock.last_voiced_ms - ov.start_ms
         if not self.playing() or self.reply is not ov.reply:
             # the reply ended (or was cut) while this speech went on: what no check has
             # heard as words of the caller's may be its echo's tail, judged at its end

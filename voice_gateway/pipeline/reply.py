@@ -33,6 +33,7 @@ from memory.models import AgentData, NotFound, Source, TranscriptEvent
 from memory.orm import new_id, utcnow
 from memory.runs import TurnMetrics
 from voice_gateway.pipeline.approvals import CallApprovals
+from voice_gateway.pipeline.overlap import Spawner
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.sentences import SentenceSplitter
 from voice_gateway.pipeline.services import APOLOGY, VoiceServices
@@ -80,12 +81,6 @@ class ReplyHost(Protocol):
     async def send_audio(self, item_id: str, pcm: bytes) -> None: ...
 
     async def error(self, code: str, message: str) -> None: ...
-
-
-class Spawner(Protocol):
-    """Where a reply's task runs: the call's task group."""
-
-    def create_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
 
 
 class Reply:

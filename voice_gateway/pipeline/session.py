@@ -171,7 +171,7 @@ class VoiceSession:
                 rules = BargeInRules(
                     s.barge_in_check_ms, s.barge_in_max_ms, phrase_set(s.backchannels), self.echo_on
                 )
-                self.barge_in = BargeIn(rules, stt, tg, self.echo)
+                self.barge_in = BargeIn(rules, self.detector, stt, tg, self.echo)
                 self.input = InputPath(
                     (info.input_rate, info.output_rate),
                     self.detector,
