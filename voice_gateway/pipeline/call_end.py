@@ -146,13 +146,8 @@ async def wind_down(call: Ending, reason: str) -> None:
 
 async def drain_call(call: Ending, deadline: float) -> None:
     """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
-    monotonic), then close 1012 so the client reconnects to another instance. A phone call
-    cannot reconnect: it goes on, then hears a goodbye (pipeline/phone_drain.py)."""
-    if call.transport.source == "phone":
-        from voice_gateway.pipeline.phone_drain import drain_phone
-
-        await drain_phone(call, deadline)
-        return
+    monotonic), then close 1012 so the client reconnects to another instance. (A phone call
+    cannot reconnect: pipeline/phone_drain.py.)"""
     await call.transport.error(
         "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
     )

@@ -13,12 +13,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
+from voice_gateway.pipeline.call_end import Ending
 from voice_gateway.pipeline.transport import CLOSE_NORMAL
-
-if TYPE_CHECKING:
-    from voice_gateway.pipeline.call_end import Ending
 
 log = logging.getLogger(__name__)
 GOODBYE = "Sorry, I have to end this call now. Please call again in a moment. Goodbye."

@@ -38,6 +38,7 @@ from voice_gateway.pipeline.call_end import (
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.input import InputPath
 from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set, turn_options
+from voice_gateway.pipeline.phone_drain import drain_phone
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
@@ -335,8 +336,12 @@ class VoiceSession:
         return not self.busy and self.turns.empty()
 
     async def drain(self, deadline: float) -> None:
-        """Server shutdown (pipeline/call_end.py `drain_call`)."""
-        await drain_call(self, deadline)
+        """Server shutdown (pipeline/call_end.py `drain_call`); a phone call, which cannot
+        reconnect, goes on and then hears a goodbye (pipeline/phone_drain.py)."""
+        if self.transport.source == "phone":
+            await drain_phone(self, deadline)
+        else:
+            await drain_call(self, deadline)
 
     async def _process_turns(self) -> None:
         while True:
