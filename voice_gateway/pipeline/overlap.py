@@ -1,7 +1,12 @@
 """Speech during a reply: a real interruption, a backchannel ("mm-hmm", "yeah") or the reply's
 own echo. Speech over a playing reply is transcribed after `barge_in_check_ms` of it (or when
 it ends, if sooner); a backchannel or an echo leaves the reply alone (`speech.ignored`),
-anything else cancels it, and speech that goes on past `barge_in_max_ms` always does."""
+anything else cancels it, and speech that goes on past `barge_in_max_ms` always does.
+
+`BargeIn` is built from its rules (`BargeInRules`), the input clock (`VoicedClock`: the turn
+detector), the STT stream's partial transcripts (`Speculator`) and the call's task group; the
+call tells it which reply is being spoken (`Spoken`: the reply's handle, which it interrupts)
+and reports what `judge_final` says to ignore."""
 
 from __future__ import annotations
 
