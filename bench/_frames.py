@@ -1,6 +1,6 @@
 """Measurement inside the benchmark gateway process (bench/_voice.py starts it): per-frame
-handling time of VoiceSession._audio, event-loop lag, GC pauses, CPU and live objects. Fixed-size
-samples, so a long run does not measure its own instrumentation growing."""
+handling time of the call's input path (pipeline/input.py), event-loop lag, GC pauses, CPU and
+live objects. Fixed-size samples, so a long run does not measure its own instrumentation growing."""
 
 from __future__ import annotations
 
@@ -136,37 +136,39 @@ class FrameStats:
 
 
 def instrument(stats: FrameStats) -> None:
-    """Time VoiceSession._audio (one call per 20 ms frame from the socket) and record each
-    turn's metrics. Benchmark measurement only: the wrapped code runs unchanged."""
+    """Time the call's input path (InputPath.audio: one call per 20 ms frame from the socket;
+    InputPath.now: the socket's audio sink) and record each turn's metrics. Benchmark
+    measurement only: the wrapped code runs unchanged."""
+    from voice_gateway.pipeline.input import InputPath
     from voice_gateway.pipeline.session import VoiceSession
 
-    audio = VoiceSession._audio
+    audio = InputPath.audio
+    now = InputPath.now
     send = VoiceSession.send
     perf = time.perf_counter
     frame_us, frames = stats.frame_us, stats.frames
 
-    async def timed_audio(self: VoiceSession, pcm: bytes) -> None:
+    async def timed_audio(self: InputPath, pcm: bytes) -> None:
         t0 = perf()
         await audio(self, pcm)
         frame_us.append((perf() - t0) * 1e6)
-        frames[self.session_id] = frames.get(self.session_id, 0) + 1
+        frames[self.label] = frames.get(self.label, 0) + 1
 
     async def recording_send(self: VoiceSession, type_: str, **fields: Any) -> None:
         if type_ == "turn.metrics":
             stats.metrics.append(fields)
         await send(self, type_, **fields)
 
-    def timed_now(self: VoiceSession, pcm: bytes) -> bool:  # the socket's audio sink
+    def timed_now(self: InputPath, pcm: bytes) -> bool:  # the socket's audio sink
         t0 = perf()
         took = now(self, pcm)
-        if took:  # else the frame goes on to _audio, timed there
+        if took:  # else the frame goes on to `audio`, timed there
             frame_us.append((perf() - t0) * 1e6)
-            frames[self.session_id] = frames.get(self.session_id, 0) + 1
+            frames[self.label] = frames.get(self.label, 0) + 1
         return took
 
-    now = VoiceSession.audio_now
-    VoiceSession.audio_now = timed_now  # type: ignore[method-assign]
-    VoiceSession._audio = timed_audio  # type: ignore[method-assign]
+    InputPath.now = timed_now  # type: ignore[method-assign]
+    InputPath.audio = timed_audio  # type: ignore[method-assign]
     VoiceSession.send = recording_send  # type: ignore[method-assign]
     import gc
 

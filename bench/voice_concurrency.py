@@ -30,7 +30,7 @@ Per level (number of calls) it reports:
   that got no reply audio within --reply-deadline of the endpoint (`turns_unanswered`). A
   turn counts when its whole utterance was streamed and its endpoint frame was sent at least
   the deadline before the stream ended;
-- server-side: the time the session spends on each frame (VoiceSession._audio: resampling,
+- server-side: the time the session spends on each frame (pipeline/input.py InputPath: resampling,
   VAD, turn detection, STT push, events) and the event loop's lag (a 10 ms timer's lateness:
   how long a frame that just arrived waits before it is read); the gateway's main-thread CPU
   per frame over the streaming window;

@@ -22,7 +22,7 @@ Reported:
   uniform sample (bench/_frames.py Reservoir), so it does not grow either.
   `grown_by_mapping`: which mappings grew (/proc/pid/smaps): malloc's arenas show as
   "[anon]"/"[heap]", SQLite's shared WAL index as "soak.db-shm";
-- frame handling in the gateway (VoiceSession._audio per 20 ms frame) and the client-observed
+- frame handling in the gateway (InputPath.audio and .now per 20 ms frame) and the client-observed
   latency (voiced frame sent -> its `speech.started` received): p50/p99;
 - errors: `error` events, calls that closed with anything but 1000, calls that failed to
   connect; sessions opened; turns answered. Target: zero errors.

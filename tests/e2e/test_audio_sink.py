@@ -1,5 +1,5 @@
-"""The audio fast path (`VoiceSession.audio_now`, the WebSocket's audio sink) against the
-reader's path: STT must get the same audio, in order, whichever path carried each frame.
+"""The audio fast path (pipeline/input.py `InputPath.now`, the WebSocket's audio sink) against
+the reader's path: STT must get the same audio, in order, whichever path carried each frame.
 
 A recording STT (a subclass of our base class) keeps what it was given per utterance; with
 `push_now` it takes frames of an utterance in the socket's read callback, without it every one

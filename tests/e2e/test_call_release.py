@@ -1,10 +1,11 @@
-"""A call that ended leaves no reference cycle holding it: `release` in
-pipeline/call_end.py drops what refers back to the call (its barge-in judge, approvals, STT
-stream, task group) and its audio state, so the session and its buffers die by reference
-counting when the route lets go of it. Before, every hang-up left the whole call in the
-oldest generation until a full collection: the soak's memory grew ~10 MB/min with young
-collections 5000 allocations apart. Checked with the collector off, on the live gateway (it
-serves from a thread of this process): spoken audio, a turn and a hang-up."""
+"""A call that ended leaves no reference cycle holding it: the parts that call back into the
+call (the input path's event handler, barge-in's reply) let go of it when it ends, and the rest
+(approvals, the STT stream's partial transcripts) refer to the transport only, so the session
+and its buffers die by reference counting when the route lets go of it. A call left in a cycle
+waits in the oldest generation for a full collection: hundreds of hang-ups a minute grew the
+soak's memory ~10 MB/min with young collections 5000 allocations apart. Checked with the
+collector off, on the live gateway (it serves from a thread of this process): spoken audio, a
+turn and a hang-up."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ async def _one_call(vg: VoiceGateway) -> None:
 
 def test_a_finished_call_dies_without_the_cycle_collector(vg: VoiceGateway) -> None:
     vg.llm.responder = lambda body: Reply(text="Hello to you.")
-    calls = vg.server.app.state.gw.calls
+    calls = vg.server.app.state.gw.extras.setdefault("calls", set())
     gc.collect()
     assert _sessions() == 0
     gc.disable()

@@ -6,13 +6,59 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
 from voice_gateway.echo.base import EchoCanceller
-from voice_gateway.pipeline.overlap import BargeIn, judge, may_be_backchannel, phrase_set
+from voice_gateway.pipeline.overlap import (
+    BargeIn,
+    BargeInRules,
+    Overlap,
+    judge,
+    may_be_backchannel,
+    phrase_set,
+)
 
 REPLY = "Here is sentence number one of a rather long answer about tea."
+
+
+class Spoken:
+    """A reply as barge-in sees it; its interrupts are the call's."""
+
+    def __init__(self, call: Call, text: str) -> None:
+        self.call, self.text = call, text
+
+    @property
+    def playing(self) -> bool:
+        return self.call.playing
+
+    def interrupt(self, reason: str) -> bool:
+        self.call.interrupts.append(reason)
+        return True
+
+
+class Speculation:
+    """The STT stream's partial transcripts: the check's own decode, the newest one."""
+
+    def __init__(self, transcript: str | None) -> None:
+        self.transcript = transcript
+
+    def speculate(self) -> asyncio.Future[str] | None:
+        if self.transcript is None:
+            return None
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        fut.set_result(self.transcript)
+        return fut
+
+    def speculation(self) -> asyncio.Future[str] | None:
+        return None
+
+
+class Tasks:
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return asyncio.ensure_future(coro)
 
 
 class Call:
@@ -22,32 +68,23 @@ class Call:
     def __init__(self, transcript: str | None, *, echo_on: bool = False) -> None:
         self.t = 0
         self.playing = True
-        self.transcript = transcript
         self.interrupts: list[str] = []
         self.ignored: list[tuple[str, str]] = []
-        self.barge = BargeIn(
-            check_ms=360,
-            max_ms=1000,
-            phrases=phrase_set("mm-hmm, yeah, okay"),
-            echo_on=echo_on,
-            now_ms=lambda: self.t,
-            playing=lambda: self.playing,
-            reply_text=lambda: REPLY,
-            interrupt=self.interrupts.append,
-            speculate=self._speculate,
-            spawn=asyncio.ensure_future,
-            on_ignored=self._ignored,
-        )
+        self.stt = Speculation(transcript)
+        rules = BargeInRules(360, 1000, phrase_set("mm-hmm, yeah, okay"), echo_on)
+        self.barge = BargeIn(rules, self, self.stt, Tasks())
+        self.barge.reply = Spoken(self, REPLY)
 
-    def _speculate(self) -> asyncio.Future[str] | None:
-        if self.transcript is None:
-            return None
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        fut.set_result(self.transcript)
-        return fut
+    @property
+    def last_voiced_ms(self) -> int:  # the input clock
+        return self.t
 
-    async def _ignored(self, turn_id: str, reason: str, text: str) -> None:
-        self.ignored.append((reason, text))
+    async def judge_final(self, final: asyncio.Future[str], ov: Overlap) -> bool:
+        """The session's part: an ignored utterance is reported."""
+        ignored = await self.barge.judge_final(final, ov)  # type: ignore[arg-type]
+        if ignored is not None:
+            self.ignored.append(ignored)
+        return ignored is not None
 
     async def speak(self, ms: int) -> None:
         """The caller speaks over the reply for `ms` (confirmed at once), 20 ms a frame."""
@@ -135,7 +172,7 @@ async def test_an_utterance_that_ends_undecided_is_judged_on_its_whole_transcrip
         ov = call.barge.ended()
         assert ov is not None
         final = asyncio.ensure_future(asyncio.sleep(0, result=text))
-        ignored = await call.barge.judge_final(final, "turn-1", ov)
+        ignored = await call.judge_final(final, ov)
         assert ignored is not cancels
         assert call.interrupts == (["barge_in"] if cancels else [])
         assert call.ignored == ([] if cancels else [("backchannel", text)])
@@ -175,7 +212,7 @@ async def test_the_start_of_a_backchannel_waits_for_the_rest() -> None:
     ov = call.barge.ended()
     assert ov is not None
     final = asyncio.ensure_future(asyncio.sleep(0, result="Mm-hmm."))
-    assert await call.barge.judge_final(final, "turn-1", ov) is True
+    assert await call.judge_final(final, ov) is True
     assert call.interrupts == [] and call.ignored == [("backchannel", "Mm-hmm.")]
     long = Call("M")
     await long.speak(1200)
@@ -190,8 +227,8 @@ async def test_a_check_superseded_by_a_newer_decode_takes_its_answer() -> None:
     own: asyncio.Future[str] = loop.create_future()
     newer: asyncio.Future[str] = loop.create_future()
     call = Call("unused")
-    call.barge.speculate = lambda: own
-    call.barge.latest = lambda: newer
+    call.stt.speculate = lambda: own  # type: ignore[method-assign]
+    call.stt.speculation = lambda: newer  # type: ignore[method-assign]
     call.barge.confirmed(0)
     for _ in range(19):  # 380 ms: the check starts on its own decode
         call.t += 20
@@ -297,7 +334,7 @@ async def test_an_echo_that_checks_heard_stays_echo_unless_the_caller_joined(
     echo.db = 20.0 if cancels else 0.0  # what follows the utterance counts for nothing
     await frames(50)
     final = asyncio.ensure_future(asyncio.sleep(0, result=loose))
-    assert await call.barge.judge_final(final, "turn-1", ov) is not cancels
+    assert await call.judge_final(final, ov) is not cancels
     assert call.interrupts == (["barge_in"] if cancels else [])
     assert call.ignored == ([] if cancels else [("echo", loose)])
     if cancels:
@@ -312,16 +349,12 @@ class Replies(Call):
 
     def __init__(self, transcript: str | None, *, echo_on: bool = False) -> None:
         super().__init__(transcript, echo_on=echo_on)
-        self.current: object | None = object()
-        self.text = REPLY
-        self.barge.reply = lambda: self.current
-        self.barge.reply_text = lambda: self.text
 
     def next_reply(self) -> None:
-        self.current, self.text = object(), "Okay."
+        self.barge.reply = Spoken(self, "Okay.")
 
     def end_reply(self) -> None:
-        self.current, self.text, self.playing = None, "", False
+        self.barge.reply, self.playing = None, False
 
 
 async def test_a_transcript_late_on_a_busy_machine_is_judged_against_the_reply_it_was_over() -> (
@@ -339,7 +372,7 @@ async def test_a_transcript_late_on_a_busy_machine_is_judged_against_the_reply_i
     echo.next_reply()  # the greeting ended, the next reply plays
     heard = "here is sentence number"  # the greeting's words, not the next reply's
     final = asyncio.ensure_future(asyncio.sleep(0, result=heard))
-    assert await echo.barge.judge_final(final, "turn-1", ov) is True
+    assert await echo.judge_final(final, ov) is True
     assert echo.ignored == [("echo", heard)] and echo.interrupts == []
     caller = Replies("Wait")
     await caller.speak(200)
@@ -347,7 +380,7 @@ async def test_a_transcript_late_on_a_busy_machine_is_judged_against_the_reply_i
     assert ov is not None
     caller.next_reply()
     final = asyncio.ensure_future(asyncio.sleep(0, result="Wait, I meant Tuesday."))
-    assert await caller.barge.judge_final(final, "turn-1", ov) is False  # a turn of its own
+    assert await caller.judge_final(final, ov) is False  # a turn of its own
     assert caller.interrupts == []  # the next reply plays on
 
 
@@ -383,6 +416,6 @@ async def test_speech_that_outlives_the_reply_is_judged_at_its_end(
         return
     assert ov is not None and ov.outlived
     final = asyncio.ensure_future(asyncio.sleep(0, result=heard))
-    assert await call.barge.judge_final(final, "turn-1", ov) is (ignored is not None)
+    assert await call.judge_final(final, ov) is (ignored is not None)
     assert call.ignored == ([(ignored, heard)] if ignored else [])
     assert call.interrupts == []

@@ -11,9 +11,8 @@ lets the run go on. A call that ends while something waits denies it (nothing ru
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from agents.approvals import Answer, PendingCall
 from agents.events import ApprovalRequest
@@ -30,7 +29,12 @@ UNCLEAR = "the caller gave no clear answer"
 HUNG_UP = "the call ended before the caller answered"
 
 Verdict = Literal["yes", "no", "unclear"]
-Send = Callable[..., Awaitable[None]]
+
+
+class Events(Protocol):
+    """Where the socket events go (the call's Transport)."""
+
+    async def send_event(self, event: dict[str, Any]) -> None: ...
 
 
 def classify(text: str) -> Verdict:
@@ -65,10 +69,10 @@ class Waiting:
 
 
 class CallApprovals:
-    """One call's waiting calls. `send` sends a socket event."""
+    """One call's waiting calls; `events` takes the socket events."""
 
-    def __init__(self, send: Send) -> None:
-        self.send = send
+    def __init__(self, events: Events) -> None:
+        self.events = events
         self.waiting: Waiting | None = None
 
     async def requested(self, ev: ApprovalRequest) -> str | None:
@@ -77,7 +81,8 @@ class CallApprovals:
         for c in ev.calls:
             kind = "tool.call" if c.client else "approval.request"
             extra = {} if c.client else {"prompt": c.prompt}
-            await self.send(kind, call_id=c.call_id, name=c.name, arguments=c.arguments, **extra)
+            event = {"type": kind, "call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+            await self.events.send_event({**event, **extra})
         question = self.waiting.question()
         return question or None
 

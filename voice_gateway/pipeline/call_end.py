@@ -1,6 +1,7 @@
 """What a call says and leaves behind around its end: cached phrases (an apology, the drain's
 goodbye) as audio items of their own, calls still waiting for an approval refused (nothing
-runs), and the call-end transcript event that makes the caller's sleeptime rewrite due."""
+runs), the call-end transcript event that makes the caller's sleeptime rewrite due, and the
+wind-down and drain of a call (`Ending`: what they need of it)."""
 
 from __future__ import annotations
 
@@ -8,36 +9,72 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.approvals import Answer
 from memory.ids import new_id, utcnow
 from memory.models import Source, TranscriptEvent
-from voice_gateway.pipeline.transport import CLOSE_GOING_AWAY, CLOSE_RESTART
+from memory.service import Memory
+from voice_gateway.pipeline.playout import Playout
+from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+from voice_gateway.pipeline.transport import CLOSE_RESTART, Transport
+
+if TYPE_CHECKING:
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
 
-async def speak_cached(call: Any, voice: Any, text: str) -> str | None:
-    """Play `voice.phrases`' audio of `text` on `call` (its send, send_audio, output_rate) as
-    one item; its id, or None if it could not be synthesized. Never raises."""
+class Speaking(Protocol):
+    """Where a phrase is played: the call's events and audio, at its output rate."""
+
+    output_rate: int
+
+    async def send(self, type_: str, **fields: Any) -> None: ...
+
+    async def send_audio(self, item_id: str, pcm: bytes) -> None: ...
+
+
+class Ending(Protocol):
+    """A call as its wind-down and drain act on it (VoiceSession)."""
+
+    transport: Transport
+    voice: VoiceServices
+    output_rate: int
+    ended: asyncio.Event  # run() returned
+    closing: bool  # queued and new turns are dropped
+
+    def interrupt(self, reason: str) -> None: ...
+
+    def settled(self) -> bool:
+        """No turn is being answered or waits to be."""
+
+    async def speak_phrase(self, text: str) -> Playout | None: ...
+
+
+async def speak_cached(out: Speaking, phrases: PhraseCache, text: str) -> Playout | None:
+    """Play `phrases`' audio of `text` on `out` as one item; its playout, or None if it could
+    not be synthesized. Never raises."""
+    rate = out.output_rate
     try:
-        audio = await voice.phrases.get(text, call.output_rate)
+        audio = await phrases.get(text, rate)
     except Exception:
         log.exception("no audio for the phrase %r", text)
         return None
-    item = new_id("item")
-    rate = call.output_rate
-    await call.send("response.audio.started", item_id=item, sample_rate=rate)
+    playout = Playout(new_id("item"), rate)
+    item = playout.item_id
+    await out.send("response.audio.started", item_id=item, sample_rate=rate)
     step = rate // 50 * 2
     for i in range(0, len(audio), step):
-        await call.send_audio(item, audio[i : i + step])
-    await call.send("response.audio.done", item_id=item, duration_ms=len(audio) * 500 // rate)
-    return item
+        playout.audio(len(audio[i : i + step]))
+        await out.send_audio(item, audio[i : i + step])
+    playout.finish()
+    await out.send("response.audio.done", item_id=item, duration_ms=len(audio) * 500 // rate)
+    return playout
 
 
 async def refuse_waiting(
-    gw: Any, agent_id: str, conversation_id: str | None, source: Source, answers: list[Answer]
+    gw: Gateway, agent_id: str, conversation_id: str | None, source: Source, answers: list[Answer]
 ) -> None:
     """The call ended while calls waited: the loop refuses them (nothing runs)."""
     if not answers:
@@ -62,17 +99,30 @@ async def refuse_waiting(
         log.exception("could not refuse the calls waiting at hang-up")
 
 
-async def publish_call_end(call: Any) -> None:
-    """The `call_ended` transcript event (empty texts) of `call` (a VoiceSession), stored like
-    a turn's."""
+async def publish_call_end(memory: Memory, event: TranscriptEvent) -> None:
+    """Store the `call_ended` transcript event like a turn's (`call_end_event`)."""
+    try:
+        await asyncio.shield(memory.finish_turn(event))
+    except Exception:
+        log.exception("could not publish the end of the call")
+
+
+def call_end_event(
+    agent_id: str,
+    conversation_id: str | None,
+    identity_id: str | None,
+    session_id: str,
+    source: Source,
+) -> TranscriptEvent:
+    """The `call_ended` transcript event (empty texts) of a call."""
     now = utcnow()
-    event = TranscriptEvent(
+    return TranscriptEvent(
         event_id=new_id("evt"),
-        agent_id=call.agent_id,
-        conversation_id=call.conversation_id,
-        identity_id=call.identity_id,
-        turn_id=f"end-{call.session_id}",
-        source=call.source,
+        agent_id=agent_id,
+        conversation_id=conversation_id,
+        identity_id=identity_id,
+        turn_id=f"end-{session_id}",
+        source=source,
         user_text="",
         agent_text="",
         agent_text_heard="",
@@ -80,69 +130,28 @@ async def publish_call_end(call: Any) -> None:
         ended_at=now,
         call_ended=True,
     )
-    try:
-        await asyncio.shield(call.gw.memory.finish_turn(event))
-    except Exception:
-        log.exception("could not publish the end of the call")
 
 
-async def watch_idle(call: Any) -> None:
-    """Close a call that sent nothing for VG_IDLE_TIMEOUT_S (1001); a reply in progress is
-    activity too."""
-    while True:
-        timeout = call.voice.settings.idle_timeout_s
-        await asyncio.sleep(min(1.0, timeout / 4))
-        if call.busy:
-            call.last_rx = time.monotonic()
-        if time.monotonic() - call.last_rx > timeout:
-            await call.transport.close(CLOSE_GOING_AWAY, "idle timeout")
-            return
-
-
-async def wind_down(call: Any, reason: str) -> None:
+async def wind_down(call: Ending, reason: str) -> None:
     """session.end: let queued turns finish (bounded). Gone: cancel the reply, store it."""
     deadline = time.monotonic() + 30
     if reason != "end":
         call.interrupt("client")
         deadline = time.monotonic() + 10
-    while (call.busy or not call.turns.empty()) and time.monotonic() < deadline:
+    while not call.settled() and time.monotonic() < deadline:
         if reason != "end":
             call.interrupt("client")
         await asyncio.sleep(0.02)
 
 
-async def drain_call(call: Any, deadline: float) -> None:
+async def drain_call(call: Ending, deadline: float) -> None:
     """Server shutdown: warn the caller, let the current turn finish (until `deadline`,
-    monotonic), then close 1012 so the client reconnects to another instance. A phone call
-    cannot reconnect: it goes on, then hears a goodbye (pipeline/phone_drain.py)."""
-    if call.transport.source == "phone":
-        from voice_gateway.pipeline.phone_drain import drain_phone
-
-        await drain_phone(call, deadline)
-        return
+    monotonic), then close 1012 so the client reconnects to another instance. (A phone call
+    cannot reconnect: pipeline/phone_drain.py.)"""
     await call.transport.error(
         "server_shutdown", "the server is restarting; reconnect to continue", fatal=True
     )
     # a bounded poll, once per call at shutdown
-    while (call.busy or not call.turns.empty()) and time.monotonic() < deadline:  # noqa: ASYNC110
+    while not call.settled() and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.05)
     await call.transport.close(CLOSE_RESTART, "server shutting down")
-
-
-# What refers back to the call (bound methods, closures: its barge-in judge, approvals, STT
-# stream, task group) and holds its audio state: a call's objects are one big reference cycle
-# (a shutdown drain may still call `interrupt` on a call that just ended: its reply and reply
-# task stay, and are None once a reply is over anyway)
-RELEASED = (
-    "barge_in", "approvals", "stt", "detector", "echo", "tg", "watchers", "resampler",
-    "far_resampler",
-)  # fmt: skip
-
-
-def release(call: Any) -> None:
-    """The call is over: drop the parts in RELEASED, so that the call and its buffers die by
-    reference counting when the route lets go of it, instead of waiting in the oldest
-    generation for a full collection (with hundreds of hang-ups a minute that garbage grew
-    the soak's memory by ~10 MB/min: docs/benchmarks.md, `voice_soak`)."""
-    for name in RELEASED:
-        call.__dict__.pop(name, None)

@@ -1,16 +1,21 @@
 """Speech during a reply: a real interruption, a backchannel ("mm-hmm", "yeah") or the reply's
 own echo. Speech over a playing reply is transcribed after `barge_in_check_ms` of it (or when
 it ends, if sooner); a backchannel or an echo leaves the reply alone (`speech.ignored`),
-anything else cancels it, and speech that goes on past `barge_in_max_ms` always does."""
+anything else cancels it, and speech that goes on past `barge_in_max_ms` always does.
+
+`BargeIn` is built from its rules (`BargeInRules`), the input clock (`VoicedClock`: the turn
+detector), the STT stream's partial transcripts (`Speculator`) and the call's task group; the
+call tells it which reply is being spoken (`Spoken`: the reply's handle, which it interrupts)
+and reports what `judge_final` says to ignore."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -123,36 +128,89 @@ class Overlap:
     outlived: bool = False  # the reply ended while this speech, perhaps its echo, went on
 
 
-Spawn = Callable[[Coroutine[Any, Any, None]], "asyncio.Task[None]"]
+class Spoken(Protocol):
+    """The reply being spoken, as barge-in sees it (pipeline/reply.py `Reply`)."""
+
+    @property
+    def playing(self) -> bool: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def interrupt(self, reason: str) -> bool: ...
+
+
+class Speculator(Protocol):
+    """Partial transcripts of the speech so far (the call's STT stream)."""
+
+    def speculate(self) -> asyncio.Future[str] | None: ...
+
+    def speculation(self) -> asyncio.Future[str] | None:
+        """The newest decode: a check's own is cancelled by a newer one when the speech
+        pauses (a comma in "Wait, stop"), and that one, of more of the same speech, answers
+        it."""
+
+
+class VoicedClock(Protocol):
+    """The input timeline (the call's turn detector)."""
+
+    @property
+    def last_voiced_ms(self) -> int:
+        """The end of the caller's last voiced frame."""
+
+
+class Spawner(Protocol):
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
+
+
+@dataclass(slots=True, frozen=True)
+class BargeInRules:
+    check_ms: int  # VG_BARGE_IN_CHECK_MS: speech over a reply is transcribed after this much
+    max_ms: int  # VG_BARGE_IN_MAX_MS: speech this long always interrupts (unless echo)
+    phrases: frozenset[str]  # backchannels (VG_BACKCHANNELS)
+    echo_on: bool  # the call's echo canceller is on
 
 
 @dataclass
 class BargeIn:
-    """One call's barge-in: what the session tells it (speech confirmed, a frame, an utterance
-    ended) and what it may do (interrupt the reply, transcribe, report an ignored one)."""
+    """One call's barge-in. The call tells it of the reply being spoken (`reply`), speech
+    confirmed, each frame and the end of an utterance; it interrupts that reply, transcribes
+    speech over it (`stt`, in `tasks`) and returns what to ignore."""
 
-    check_ms: int
-    max_ms: int
-    phrases: frozenset[str]
-    echo_on: bool
-    now_ms: Callable[[], int]  # the end of the caller's last voiced frame
-    playing: Callable[[], bool]  # a reply's audio is going out
-    reply_text: Callable[[], str]
-    interrupt: Callable[[str], None]
-    speculate: Callable[[], asyncio.Future[str] | None]
-    spawn: Spawn
-    on_ignored: Callable[[str, str, str], Awaitable[None]]  # (turn_id, reason, text)
+    rules: BargeInRules
+    clock: VoicedClock
+    stt: Speculator
+    tasks: Spawner
     echo: EchoCanceller = field(default_factory=NoCanceller)  # its energy totals, its age
-    # the newest speculative decode: a check's own is cancelled by a newer one when the speech
-    # pauses (a comma in "Wait, stop"), and that one, of more of the same speech, answers it
-    latest: Callable[[], asyncio.Future[str] | None] = lambda: None
-    reply: Callable[[], object] = lambda: None  # the reply under way (its identity)
+    reply: Spoken | None = None  # the reply under way (its identity too)
     overlap: Overlap | None = None
+
+    @property
+    def check_ms(self) -> int:
+        return self.rules.check_ms
+
+    @property
+    def echo_on(self) -> bool:
+        return self.rules.echo_on
+
+    def playing(self) -> bool:
+        return self.reply is not None and self.reply.playing
+
+    def reply_text(self) -> str:
+        return self.reply.text if self.reply is not None else ""
+
+    def interrupt(self, reason: str) -> None:
+        if self.reply is not None:
+            self.reply.interrupt(reason)
+
+    def close(self) -> None:
+        """The call ended: forget the reply and any speech over it."""
+        self.reply = self.overlap = None
 
     def confirmed(self, start_ms: int) -> None:
         """Speech long enough to count: over a playing reply it is judged, else it cancels."""
         if self.playing():
-            self.overlap = Overlap(start_ms, self.reply(), self.reply_text(), self.echo.energy())
+            self.overlap = Overlap(start_ms, self.reply, self.reply_text(), self.echo.energy())
         else:
             self.interrupt("barge_in")  # (a no-op unless a reply is under way, still silent)
 
@@ -162,23 +220,23 @@ class BargeIn:
         ov = self.overlap
         if ov is None or ov.decided:
             return
-        spoken_ms = self.now_ms() - ov.start_ms
-        if not self.playing() or self.reply() is not ov.reply:
+        spoken_ms = self.clock.last_voiced_ms - ov.start_ms
+        if not self.playing() or self.reply is not ov.reply:
             # the reply ended (or was cut) while this speech went on: what no check has
             # heard as words of the caller's may be its echo's tail, judged at its end
             ov.outlived = True
             if not (self.echo_on and ov.echo):
                 self._cancel(ov, "")  # (a turn of its own, as speech after a reply is)
-        elif spoken_ms >= self.max_ms and not (self.echo_on and ov.echo):
+        elif spoken_ms >= self.rules.max_ms and not (self.echo_on and ov.echo):
             self._cancel(ov, f"{spoken_ms} ms of speech")  # unless it may be the echo
         elif ov.check is None and spoken_ms >= ov.checked_ms + self.check_ms:
-            spec = self.speculate()
+            spec = self.stt.speculate()
             if spec is None:  # the vendor cannot transcribe a part: an interruption
                 self._cancel(ov, "no partial transcript from this STT")
             else:  # an echo is checked again every check_ms: the caller may join in
                 ov.checked_ms = spoken_ms
                 ov.reply_text = self.reply_text() or ov.reply_text  # (sentences added)
-                ov.check = self.spawn(self._check(ov, spec, self.echo.energy()))
+                ov.check = self.tasks.create_task(self._check(ov, spec, self.echo.energy()))
 
     def _cancel(self, ov: Overlap, why: str) -> None:
         ov.decided = True
@@ -186,7 +244,7 @@ class BargeIn:
 
     def _interrupt(self, ov: Overlap, why: str) -> None:
         """Cut the reply the speech was over, if it is still the one under way."""
-        if self.reply() is not ov.reply:
+        if self.reply is not ov.reply:
             return  # (a late verdict must not cut the next reply: it was not spoken over)
         if why:
             log.info("barge-in: %s", why)
@@ -197,7 +255,7 @@ class BargeIn:
     ) -> None:
         while True:
             await asyncio.wait([spec])
-            newer = self.latest()
+            newer = self.stt.speculation()
             if not spec.cancelled() or newer is None or newer is spec:
                 break
             spec = newer  # (waiting for the next check cost ~0.45 s in the backchannel test)
@@ -206,7 +264,7 @@ class BargeIn:
             return
         removed = self.removed(ov)
         reason = self.reason(spec.result(), removed, ov.reply_text)
-        unsure = reason is None and may_be_backchannel(spec.result(), self.phrases)
+        unsure = reason is None and may_be_backchannel(spec.result(), self.rules.phrases)
         learning = reason is None and self.echo_on and self.echo.cancelled_s < LEARNING_S
         if unsure:
             verdict = "maybe a backchannel: heard again"
@@ -252,7 +310,7 @@ class BargeIn:
         return removed_db(ov.energy, ov.end_energy or self.echo.energy())
 
     def reason(self, text: str, removed: float, reply_text: str) -> str | None:
-        return judge(text, self.phrases, reply_text, self.echo_on, removed)
+        return judge(text, self.rules.phrases, reply_text, self.echo_on, removed)
 
     def ended(self) -> Overlap | None:
         """The utterance ended: its overlap if still undecided (judge it with `judge_final`)."""
@@ -260,13 +318,15 @@ class BargeIn:
         if ov is None or ov.decided:
             return None
         ov.decided, ov.end_energy = True, self.echo.energy()
-        if self.reply() is ov.reply:
+        if self.reply is ov.reply:
             ov.reply_text = self.reply_text() or ov.reply_text
         return ov
 
-    async def judge_final(self, transcript: asyncio.Task[Any], turn_id: str, ov: Overlap) -> bool:
-        """The whole utterance spoken over a reply; True: ignore it (reported), False: it
-        cancelled the reply."""
+    async def judge_final(
+        self, transcript: asyncio.Task[Any], ov: Overlap
+    ) -> tuple[str, str] | None:
+        """The whole utterance spoken over a reply: (the reason to ignore it, its text), for
+        the call to report; None: it cancelled the reply."""
         await asyncio.wait([transcript])
         result = None if transcript.cancelled() else transcript.result()
         text = result.strip() if isinstance(result, str) else None
@@ -283,9 +343,8 @@ class BargeIn:
                 f"the utterance over the reply ended ({heard}, {removed:.1f} dB removed as echo)"
                 " -> interruption",
             )
-            return False
-        await self.on_ignored(turn_id, reason, text)
-        return True
+            return None
+        return reason, text
 
 
 @dataclass(slots=True)

@@ -1,14 +1,22 @@
 """One agent turn spoken to the caller: agent events -> sentences -> speech, with filler,
-apologies on provider failure, metrics, and truncation to what was heard on barge-in."""
+apologies on provider failure, metrics, and truncation to what was heard on barge-in.
+
+`Reply` is also the reply's handle (as LiveKit's SpeechHandle): barge-in, approvals, the drain
+and call control act on it, never on the call's fields. `interrupt(reason)` cuts it (a no-op
+once all its audio is sent, or when `allow_interruptions` is off); `wait_for_playout()`
+resolves once the caller has heard it (pipeline/playout.py) or it was cut; `playing`, `text`
+(so far), `heard()` (what the caller heard), `interrupted` (why it was cut) and `done()`.
+The call runs it as a task of its task group (`start`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.approvals import Answer, ClientTool
 from agents.events import (
@@ -25,9 +33,14 @@ from memory.ids import new_id, utcnow
 from memory.models import AgentData, NotFound, Source, TranscriptEvent
 from memory.runs import TurnMetrics
 from voice_gateway.pipeline.approvals import CallApprovals
+from voice_gateway.pipeline.overlap import Spawner
+from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.sentences import SentenceSplitter
 from voice_gateway.pipeline.services import APOLOGY, VoiceServices
 from voice_gateway.pipeline.speech import Speaker, heard_text
+
+if TYPE_CHECKING:
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 READBACK = "readback:"  # texts key of an approval's spoken read-back
@@ -50,7 +63,7 @@ class UserTurn:
 class ReplyHost(Protocol):
     """What a reply needs from its call (VoiceSession in pipeline/session.py provides it)."""
 
-    gw: Any  # the gateway's loop, memory and metrics
+    gw: Gateway  # the gateway's loop, memory and metrics
     voice: VoiceServices
     agent: AgentData
     agent_id: str
@@ -71,14 +84,19 @@ class ReplyHost(Protocol):
 
 
 class Reply:
-    def __init__(self, session: ReplyHost, turn: UserTurn) -> None:
+    def __init__(
+        self, session: ReplyHost, turn: UserTurn, *, allow_interruptions: bool = True
+    ) -> None:
         self.s = session
         self.turn = turn
         self.item_id = new_id("item")
+        self.allow_interruptions = allow_interruptions
+        self.task: asyncio.Task[None] | None = None  # the reply's task (`start`)
+        self.interrupted: str | None = None  # why it was cut: barge_in, client, ...
+        self.playout = Playout(self.item_id, session.output_rate)  # what the caller has heard of it
         self.started_at = utcnow()
         self.stop_reason = "end_turn"
         self.texts: dict[str, str] = {}  # assistant message id -> generated text
-        self.client_played_ms: int | None = None
         self.speaker = Speaker(
             session.voice.tts,
             session.output_rate,
@@ -93,7 +111,61 @@ class Reply:
         self.finished = False  # all audio sent; only bookkeeping left
         self.conversation_gone = False  # deleted during the turn: nothing of it is stored
 
+    def start(self, tasks: Spawner, body: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `body` (which runs `run()`) as the reply's task in `tasks`."""
+        self.task = tasks.create_task(body)
+        return self.task
+
+    def interrupt(self, reason: str) -> bool:
+        """Stop the reply now (the call stores what was heard, `cancelled`); False: nothing
+        to stop (not started, over, all its audio sent) or it may not be interrupted."""
+        task = self.task
+        if task is None or task.done() or self.finished or not self.allow_interruptions:
+            return False
+        self.interrupted = reason
+        task.cancel()
+        return True
+
+    def done(self) -> bool:
+        return self.task is not None and self.task.done()
+
+    @property
+    def playing(self) -> bool:
+        """Its audio is going out (started, not all sent, not cut)."""
+        task = self.task
+        return (
+            not self.finished
+            and self.speaker.first_audio_at is not None
+            and task is not None
+            and not task.done()
+        )
+
+    @property
+    def text(self) -> str:
+        """The reply's text so far (what its echo may say)."""
+        return " ".join(self.texts.values())
+
+    def played(self, played_ms: int) -> None:
+        """The client's `Played` mark for this reply's item."""
+        self.playout.mark(played_ms)
+
+    @property
+    def played_ms(self) -> int:
+        """How much the caller heard: the client's mark, else the speaker's estimate."""
+        marked = self.playout.marked_ms
+        return round(self.speaker.played_estimate_ms()) if marked is None else marked
+
+    def heard(self) -> str:
+        """The reply's words the caller heard so far."""
+        heard = heard_text(self.speaker.segments, self.played_ms)
+        return " ".join(t for t in heard.values() if t)
+
+    async def wait_for_playout(self) -> None:
+        """Until the caller has heard the whole reply, or it was cut."""
+        await self.playout.wait()
+
     async def _send_audio(self, pcm: bytes) -> None:
+        self.playout.audio(len(pcm))
         await self.s.send_audio(self.item_id, pcm)
 
     async def _first_audio(self) -> None:
@@ -106,6 +178,8 @@ class Reply:
         try:
             await self._run()
         finally:
+            if not self.finished:
+                self.playout.cut()  # (cut or failed: nothing more of it plays)
             self.speaker.detach()  # its callbacks are this reply's methods: no cycle is left
 
     async def _run(self) -> None:
@@ -125,6 +199,7 @@ class Reply:
                 self.speaker.close()
         # all audio is sent: a barge-in from now on must not cancel the storing of this turn
         self.finished = True
+        self.playout.finish()
         text = " ".join(t for t in self.texts.values() if t)
         await self.s.send("response.text.done", item_id=self.item_id, text=text)
         await self.s.send(
@@ -169,7 +244,7 @@ class Reply:
     async def _conversation_gone(self) -> bool:
         """Was the call's conversation deleted (e.g. the caller erased) during the turn?"""
         try:
-            await self.s.gw.memory.conversations.get(self.s.conversation_id)
+            await self.s.gw.memory.conversations.get(self.s.conversation_id or "")
         except NotFound:
             self.conversation_gone = True
             self.stop_reason = "error"
@@ -268,9 +343,7 @@ class Reply:
 
     async def cancelled(self, reason: str) -> None:
         """After the task was cancelled: tell the client and store what was heard."""
-        played = self.client_played_ms
-        if played is None:
-            played = round(self.speaker.played_estimate_ms())
+        played = self.played_ms
         await self.s.send(
             "response.cancelled", item_id=self.item_id, reason=reason, played_ms=played
         )

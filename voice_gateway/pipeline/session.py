@@ -1,7 +1,15 @@
 """One voice call: audio in -> VAD/turn-taking -> STT -> agent -> speech out, barge-in.
 
+The call owns its parts: the input path (pipeline/input.py: resampling, echo cancellation,
+the turn detector, STT feeding; one entry point), barge-in (pipeline/overlap.py), the
+approvals waiting on the caller, and a handle per reply (pipeline/reply.py `Reply`: barge-in,
+approvals, the drain and `interrupt` act on it) or per phrase (pipeline/playout.py). The
+turns the caller takes are answered one at a time (`_process_turns`).
+
 Everything runs in one asyncio.TaskGroup per call; when the caller leaves, every task of the
-call (LLM stream, TTS, STT) is cancelled and what was said is stored.
+call (LLM stream, TTS, STT) is cancelled and what was said is stored. Parts that call back
+into the call (the input path's event handler, barge-in's reply) let go of it when the call
+ends, so the call dies by reference counting (tests/e2e/test_call_release.py).
 """
 
 from __future__ import annotations
@@ -10,29 +18,30 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.approvals import Answer, ClientTool
 from agents.memory_events import BlockChanged
 from memory.ids import new_id
 from memory.models import AgentData, Source
-from voice_gateway.audio import StreamingResampler
 from voice_gateway.echo import create_canceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.call_end import (
+    call_end_event,
     drain_call,
     publish_call_end,
     refuse_waiting,
-    release,
     speak_cached,
-    watch_idle,
     wind_down,
 )
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
-from voice_gateway.pipeline.overlap import BargeIn, Overlap, phrase_set, turn_options
+from voice_gateway.pipeline.input import InputPath
+from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set, turn_options
+from voice_gateway.pipeline.phone_drain import drain_phone
+from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
-from voice_gateway.pipeline.services import APOLOGY, VoiceServices
+from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
     CLOSE_NORMAL,
@@ -54,20 +63,40 @@ from voice_gateway.pipeline.turn import (
     SpeechStarted,
     SpeechStopped,
     TurnDetector,
-    TurnEvent,
 )
-from voice_gateway.pipeline.utterance import Utterance, user_turn
-from voice_gateway.stt.base import STTStream
+from voice_gateway.pipeline.utterance import Utterance
+from voice_gateway.stt.base import STTError, STTStream
+
+if TYPE_CHECKING:
+    from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
-FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
+
+class Partials:
+    """The utterance being spoken: its turn id, and its partial transcripts to the client (the
+    STT stream's `on_partial`; it refers to the transport only)."""
+
+    __slots__ = ("transport", "turn_id")
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.turn_id = new_id("turn")
+
+    def next(self) -> str:
+        """The utterance ended: its turn id; the next one gets a new one."""
+        turn_id, self.turn_id = self.turn_id, new_id("turn")
+        return turn_id
+
+    async def send(self, text: str) -> None:
+        event = {"type": "transcript.partial", "turn_id": self.turn_id, "text": text}
+        await self.transport.send_event(event)
 
 
 class VoiceSession:
     def __init__(
         self,
-        gw: Any,
+        gw: Gateway,
         voice: VoiceServices,
         transport: Transport,
         agent: AgentData,
@@ -87,25 +116,20 @@ class VoiceSession:
         self.output_rate = 16000
         self.turns: asyncio.Queue[UserTurn | Utterance] = asyncio.Queue()
         self.busy = False
-        self.reply: Reply | None = None
-        self.reply_task: asyncio.Task[None] | None = None
-        self.cancel_reason = "barge_in"
+        self.closing = False  # shutting down: queued and new turns are dropped
+        self.reply: Reply | None = None  # the reply under way (its handle)
+        self.phrase: Playout | None = None  # the last cached phrase played (its playout)
         self.pending_notes: list[str] = []
         self.carry_text = ""
-        self.last_rx = time.monotonic()
         self.turn_count = 0
-        self.utterance_turn_id = new_id("turn")  # of the utterance being spoken
-        self._buf = b""
-        self.in_frame_bytes = FRAME_BYTES  # 20 ms at the input rate
-        self._fed: tuple[bytes, bytes, list[TurnEvent] | None] | None = None  # see audio_now
+        self.partials = Partials(transport)
         # extra per-call tasks run in the call's task group (the route's quota watcher)
         self.watchers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.ended = asyncio.Event()  # run() returned
-        self.closing = False  # shutting down: queued and new turns are dropped
-        self.last_played: tuple[str, int] = ("", 0)  # (item id, ms) of the last client mark
-        self.approvals = CallApprovals(self.send)  # calls waiting for the caller or client
+        self.approvals = CallApprovals(transport)  # calls waiting for the caller or client
         self.client_tools: list[ClientTool] = []
         self._speech_start_ms = 0
+        self.input: InputPath | None = None  # while the call runs
 
     @property
     def source(self) -> Source:
@@ -119,8 +143,8 @@ class VoiceSession:
 
     async def send_audio(self, item_id: str, pcm: bytes) -> None:
         """Reply audio to the caller; it is also the echo canceller's reference."""
-        if self.echo_on:
-            self.echo.far(self.far_resampler.process(pcm) if self.far_resampler else pcm)
+        if self.input is not None:
+            self.input.far(pcm)
         await self.transport.send_audio(item_id, pcm)
 
     async def run(self, info: StartInfo | None = None) -> None:
@@ -138,22 +162,36 @@ class VoiceSession:
             await self.transport.close(exc.close_code, exc.message[:120])
             return
         self.gw.metrics.calls.labels(self.transport.source).inc()
-        stt = self.voice.stt.open_stream(on_partial=self._partial, input_rate=self.input_rate)
+        stt = self.voice.stt.open_stream(on_partial=self.partials.send, input_rate=info.input_rate)
         self.stt: STTStream = stt
         reason = "gone"
         try:
             async with asyncio.TaskGroup() as tg:
                 self.tg = tg
+                s = self.voice.settings
+                rules = BargeInRules(
+                    s.barge_in_check_ms, s.barge_in_max_ms, phrase_set(s.backchannels), self.echo_on
+                )
+                self.barge_in = BargeIn(rules, self.detector, stt, tg, self.echo)
+                self.input = InputPath(
+                    (info.input_rate, info.output_rate),
+                    self.detector,
+                    self.echo,
+                    stt,
+                    self.barge_in,
+                    self._turn_event,
+                    self.session_id,
+                )
                 helpers = [
                     tg.create_task(self._process_turns()),
                     tg.create_task(self._watch_memory()),
-                    tg.create_task(watch_idle(self)),
+                    tg.create_task(self._watch_idle(self.input)),
                     *(tg.create_task(watch()) for watch in self.watchers),
                 ]
                 if self.agent.greeting:
                     await self.turns.put(await self._greeting())
                 # own task for the input loop: a frame resumes a short chain (ASGI's is ~12 deep)
-                reason = await tg.create_task(self._input())
+                reason = await tg.create_task(self._input(self.input))
                 await wind_down(self, reason)
                 for task in helpers:
                     task.cancel()
@@ -164,19 +202,26 @@ class VoiceSession:
             )
             self.gw.metrics.echo_frames.inc(self.echo.cancelled_s)
             if self.turn_count and not self.conversation_gone:
-                await publish_call_end(self)
+                event = call_end_event(
+                    self.agent_id,
+                    self.conversation_id,
+                    self.identity_id,
+                    self.session_id,
+                    self.source,
+                )
+                await publish_call_end(self.gw.memory, event)
             if reason == "end":
                 await self.transport.close(CLOSE_NORMAL, "session ended")
             self.ended.set()
             log.info("call ended (%s) after %d turns", reason, self.turn_count)
-            release(self)
+            # what calls back into the call lets go of it: it dies by reference counting
+            # (hundreds of hang-ups a minute otherwise wait for a full collection:
+            # docs/benchmarks.md, `voice_soak`)
+            if self.input is not None:
+                self.input.detach()
 
     async def _setup(self, info: StartInfo) -> None:
-        self.input_rate, self.output_rate = info.input_rate, info.output_rate
-        self.in_frame_bytes = info.input_rate // 50 * 2
-        self.resampler = (
-            StreamingResampler(info.input_rate, 16000) if info.input_rate != 16000 else None
-        )
+        self.output_rate = info.output_rate
         s = self.voice.settings
         options, complaints = turn_options(s, self.transport.source, info.extra)
         for message in complaints:
@@ -190,25 +235,6 @@ class VoiceSession:
         )
         self.echo = create_canceller(options.echo)
         self.echo_on = self.echo.name != "off"
-        self.far_resampler = (
-            StreamingResampler(info.output_rate, 16000) if info.output_rate != 16000 else None
-        )
-        self.barge_in = BargeIn(
-            s.barge_in_check_ms,
-            s.barge_in_max_ms,
-            phrase_set(s.backchannels),
-            self.echo_on,
-            now_ms=lambda: self.detector.last_voiced_ms,
-            playing=self._reply_playing,
-            reply_text=self._reply_text,
-            reply=lambda: self.reply,
-            interrupt=self.interrupt,
-            speculate=lambda: self.stt.speculate(),
-            latest=lambda: self.stt.speculation(),
-            spawn=lambda coro: self.tg.create_task(coro),
-            on_ignored=self._ignored,
-            echo=self.echo,
-        )
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
         self.identity_id = opened.identity_id
@@ -224,54 +250,27 @@ class VoiceSession:
             echo_cancellation=self.echo_on,
         )
 
-    async def _input(self) -> str:
-        self.transport.audio_sink(self.audio_now)
+    async def _input(self, inp: InputPath) -> str:
+        self.transport.audio_sink(inp.now)
         try:
-            return await self._read()
+            return await self._read(inp)
         finally:
             self.transport.audio_sink(None)
 
-    def audio_now(self, pcm: bytes) -> bool:
-        """The transport's audio sink (Transport.audio_sink): a 20 ms frame that makes no turn
-        event (most frames; in an utterance, if STT takes it at once: `feed_now`) is handled
-        here, without waking the input task (docs/benchmarks.md, issue 20). Any other goes on
-        through `receive`; `_audio` then picks up from what was done here (`_fed`: the frame
-        as it came, resampled to 16 kHz, and the detector's events if it was fed)."""
-        det, frame = self.detector, pcm
-        if self._buf or self._fed is not None:
-            return False
-        if self.resampler is not None:  # a phone call's 8 kHz: the resampler's state moves on
-            if len(pcm) != self.in_frame_bytes:  # only a 20 ms frame: the rest, as before
-                return False  # (`receive`'s checks first: a frame it refuses never gets here)
-            frame = self.resampler.process(pcm)
-            self._fed = (pcm, frame, None)
-        if len(frame) != FRAME_BYTES:
-            return False
-        self.last_rx, was_in = time.monotonic(), det.in_confirmed_utterance
-        events = det.feed(frame, self.echo.near(frame) if self.echo_on else None)
-        if events or (det.in_confirmed_utterance and not (was_in and self.stt.feed_now(frame))):
-            self._fed = (pcm, frame, events)
-            return False
-        self._fed = None
-        self.barge_in.frame()
-        return True
-
-    async def _read(self) -> str:
+    async def _read(self, inp: InputPath) -> str:
         while True:
             item = await self.transport.receive()
-            self.last_rx = time.monotonic()
+            inp.last_rx = time.monotonic()
             if isinstance(item, AudioIn):
-                await self._audio(item.pcm)
+                await inp.audio(item.pcm)
             elif isinstance(item, TextIn):
                 self.interrupt("barge_in")
                 await self.send("transcript.final", turn_id=(tid := new_id("turn")), text=item.text)
                 await self.turns.put(UserTurn(item.text, tid, notes=self.take_notes()))
             elif isinstance(item, Played):
-                self.last_played = (item.item_id, item.played_ms)
-                if self.reply is not None and self.reply.item_id == item.item_id:
-                    self.reply.client_played_ms = max(
-                        item.played_ms, self.reply.client_played_ms or 0
-                    )
+                for out in (self.reply.playout if self.reply else None, self.phrase):
+                    if out is not None and out.item_id == item.item_id:
+                        out.mark(item.played_ms)
             elif isinstance(item, Notes):
                 self.pending_notes += item.notes
             elif isinstance(item, Answered):
@@ -283,42 +282,6 @@ class VoiceSession:
                     return "end"
             elif isinstance(item, Closed):
                 return "idle" if item.code == CLOSE_GOING_AWAY else "gone"
-
-    async def _audio(self, pcm: bytes) -> None:
-        fed = self._fed
-        if fed is not None and fed[0] is pcm:  # audio_now took it this far
-            if fed[2] is not None:
-                await self._frame(fed[1])
-                return
-            self._fed, pcm = None, fed[1]
-        elif self.resampler is not None:
-            pcm = self.resampler.process(pcm)
-        elif not self._buf and len(pcm) == FRAME_BYTES:  # the common case: one 20 ms frame
-            await self._frame(pcm)
-            return
-        buf = self._buf + pcm
-        n = len(buf) - len(buf) % FRAME_BYTES
-        self._buf = buf[n:]
-        for i in range(0, n, FRAME_BYTES):
-            await self._frame(buf[i : i + FRAME_BYTES])
-
-    async def _frame(self, frame: bytes) -> None:
-        # The echo canceller's output decides what is speech (the reply's echo is not);
-        # STT gets the microphone as it was: AEC3 still learning the echo path suppressed a
-        # caller talking over the reply by up to 29 dB (docs/operations.md, Turn-taking)
-        fed, self._fed = self._fed, None
-        if fed is not None and fed[1] is frame and fed[2] is not None:  # audio_now fed it
-            events = fed[2]
-        else:
-            events = self.detector.feed(frame, self.echo.near(frame) if self.echo_on else None)
-        # a confirmation carries the utterance so far (this frame included) to STT
-        if self.detector.in_confirmed_utterance and not any(
-            isinstance(e, SpeechConfirmed) for e in events
-        ):
-            await self.stt.feed(frame)
-        for ev in events:
-            await self._turn_event(ev)
-        self.barge_in.frame()
 
     async def _turn_event(self, ev: object) -> None:
         if isinstance(ev, SpeechStarted):
@@ -342,7 +305,7 @@ class VoiceSession:
             self.gw.metrics.turn_ended(ev.verdict)
             # finish() now: the next utterance's audio must not leak into this transcript
             transcript = self.tg.create_task(self._finish_stt(ev.speculated))
-            turn_id, self.utterance_turn_id = self.utterance_turn_id, new_id("turn")
+            turn_id = self.partials.next()
             verdict = ev.verdict.as_dict() if ev.verdict is not None else None
             taking = {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict}
             u = Utterance(transcript, turn_id, now - lag_s, now, taking)
@@ -353,31 +316,32 @@ class VoiceSession:
             log.debug("false start at %d ms ignored", ev.at_ms)
 
     def _reply_playing(self) -> bool:
-        r, task = self.reply, self.reply_task
-        playing = r is not None and not r.finished and r.speaker.first_audio_at is not None
-        return playing and task is not None and not task.done()
-
-    def _reply_text(self) -> str:
-        return " ".join(self.reply.texts.values()) if self.reply is not None else ""
-
-    async def _ignored(self, turn_id: str, reason: str, text: str) -> None:
-        self.gw.metrics.speech_ignored.labels(reason).inc()
-        await self.send("speech.ignored", turn_id=turn_id, reason=reason, text=text)
+        return self.reply is not None and self.reply.playing
 
     async def _judge(self, u: Utterance, overlap: Overlap) -> None:
-        u.ignored = await self.barge_in.judge_final(u.transcript, u.turn_id, overlap)
+        ignored = await self.barge_in.judge_final(u.transcript, overlap)
+        if ignored is not None:
+            reason, text = ignored
+            u.ignored = True
+            self.gw.metrics.speech_ignored.labels(reason).inc()
+            await self.send("speech.ignored", turn_id=u.turn_id, reason=reason, text=text)
 
     def interrupt(self, reason: str) -> None:
-        """Barge-in / cancel: stop the reply now (the reply task stores what was heard)."""
-        task = self.reply_task
-        if task is None or task.done() or (self.reply is not None and self.reply.finished):
-            return
-        self.cancel_reason = reason
-        task.cancel()
+        """Barge-in / cancel: stop the reply under way, if any (`Reply.interrupt`)."""
+        if self.reply is not None:
+            self.reply.interrupt(reason)
+
+    def settled(self) -> bool:
+        """No turn is being answered or waits to be."""
+        return not self.busy and self.turns.empty()
 
     async def drain(self, deadline: float) -> None:
-        """Server shutdown (pipeline/call_end.py `drain_call`)."""
-        await drain_call(self, deadline)
+        """Server shutdown (pipeline/call_end.py `drain_call`); a phone call, which cannot
+        reconnect, goes on and then hears a goodbye (pipeline/phone_drain.py)."""
+        if self.transport.source == "phone":
+            await drain_phone(self, deadline)
+        else:
+            await drain_call(self, deadline)
 
     async def _process_turns(self) -> None:
         while True:
@@ -386,7 +350,7 @@ class VoiceSession:
                 continue
             self.busy = True
             try:
-                turn = await user_turn(self, item) if isinstance(item, Utterance) else item
+                turn = await self._user_turn(item) if isinstance(item, Utterance) else item
                 if turn is None:
                     continue
                 if self.detector.speaking and not turn.greeting:
@@ -420,21 +384,42 @@ class VoiceSession:
         except Exception as exc:
             return exc
 
-    async def _partial(self, text: str) -> None:
-        await self.send("transcript.partial", turn_id=self.utterance_turn_id, text=text)
+    async def _user_turn(self, u: Utterance) -> UserTurn | None:
+        """The turn `u` becomes (`transcript.final` sent), or None (ignored, empty, failed:
+        the caller is told and hears an apology)."""
+        heard = await u.heard()
+        if heard is None:
+            return None
+        if isinstance(heard, Exception):
+            if not isinstance(heard, STTError):
+                log.error("speech-to-text failed", exc_info=heard)
+            provider = heard.provider if isinstance(heard, STTError) else self.voice.stt.name
+            self.gw.metrics.provider_error("stt", provider)
+            await self.transport.error("stt_error", f"speech-to-text failed: {heard}")
+            await self.speak_phrase(STT_APOLOGY)
+            return None
+        text, stt_ms = heard
+        if self.carry_text:
+            text, self.carry_text = f"{self.carry_text} {text}".strip(), ""
+        if not text:
+            return None
+        await self.send("transcript.final", turn_id=u.turn_id, text=text)
+        return u.turn(text, stt_ms, self.take_notes())
 
     async def _respond(self, turn: UserTurn) -> None:
         reply = self.reply = Reply(self, turn)
-        task = self.reply_task = self.tg.create_task(self._run_reply(reply))
+        self.barge_in.reply = reply
+        task = reply.start(self.tg, self._run_reply(reply))
         await asyncio.wait([task])
         if task.cancelled():
-            if self.cancel_reason == "barge_in":
+            reason = reply.interrupted or "barge_in"
+            if reason == "barge_in":
                 self.gw.metrics.barge_ins.inc()
             self.echo.clear()  # the caller will not hear the rest: no longer a reference
             await self.transport.clear_audio()
-            await reply.cancelled(self.cancel_reason)
+            await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1
-        self.reply = self.reply_task = None
+        self.reply = self.barge_in.reply = None
         if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
             self.conversation_gone = True
             await self.transport.error(
@@ -451,10 +436,24 @@ class VoiceSession:
             await self.transport.error("internal_error", "the reply failed; please try again")
             await self.speak_phrase(APOLOGY)
 
-    async def speak_phrase(self, text: str) -> str | None:
-        """A cached phrase (an apology, a goodbye) as an audio item of its own; returns the
-        item id (None if it could not be synthesized); never raises."""
-        return await speak_cached(self, self.voice, text)
+    async def speak_phrase(self, text: str) -> Playout | None:
+        """A cached phrase (an apology, a goodbye) as an audio item of its own; returns its
+        playout (`wait()`: heard to the end; None if it could not be synthesized); never
+        raises."""
+        self.phrase = await speak_cached(self, self.voice.phrases, text)
+        return self.phrase
+
+    async def _watch_idle(self, inp: InputPath) -> None:
+        """Close a call that sent nothing for VG_IDLE_TIMEOUT_S (1001); a reply in progress
+        is activity too."""
+        while True:
+            timeout = self.voice.settings.idle_timeout_s
+            await asyncio.sleep(min(1.0, timeout / 4))
+            if self.busy:
+                inp.last_rx = time.monotonic()
+            if time.monotonic() - inp.last_rx > timeout:
+                await self.transport.close(CLOSE_GOING_AWAY, "idle timeout")
+                return
 
     async def _greeting(self) -> UserTurn:
         from agents.greeting import render_greeting

@@ -67,22 +67,27 @@ class Speaker:
     send: SendAudio
     on_first_audio: Callable[[], Awaitable[None]] | None = None
     on_tts_error: Callable[[TTSError], Awaitable[None]] | None = None
-    segments: list[Segment] = field(default_factory=list)
-    sent_ms: float = 0.0
-    first_audio_at: float | None = None
-    tts_ttfb_ms: float | None = None
-    tts_error: TTSError | None = None
-    _jobs: deque[_Job] = field(default_factory=deque)
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _closed: bool = False
-    _clock_start: float | None = None
-    _current: Segment | None = None
-    filled_ms: float = 0.0  # silence sent to keep the client's playback going
-    _waited_ms: float = 0.0  # of it, since audio last came
-    underrun_ms: float = 0.0  # mid-reply, how long the client had nothing left to play
-    _keep: asyncio.TimerHandle | None = None  # when to send silence, while waiting for audio
-    _filling: asyncio.Task[None] | None = None
-    _started: asyncio.Event = field(default_factory=asyncio.Event)  # first audio, or no hope
+    # its state (not arguments): the timeline sent, the clock, the queue
+    segments: list[Segment] = field(init=False, default_factory=list)
+    sent_ms: float = field(init=False, default=0.0)
+    first_audio_at: float | None = field(init=False, default=None)
+    tts_ttfb_ms: float | None = field(init=False, default=None)
+    tts_error: TTSError | None = field(init=False, default=None)
+    _jobs: deque[_Job] = field(init=False, default_factory=deque)
+    _wake: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    _closed: bool = field(init=False, default=False)
+    _clock_start: float | None = field(init=False, default=None)
+    _current: Segment | None = field(init=False, default=None)
+    # silence sent to keep the client's playback going
+    filled_ms: float = field(init=False, default=0.0)
+    _waited_ms: float = field(init=False, default=0.0)  # of it, since audio last came
+    # mid-reply, how long the client had nothing left to play
+    underrun_ms: float = field(init=False, default=0.0)
+    # when to send silence, while waiting for audio
+    _keep: asyncio.TimerHandle | None = field(init=False, default=None)
+    _filling: asyncio.Task[None] | None = field(init=False, default=None)
+    # first audio, or no hope
+    _started: asyncio.Event = field(init=False, default_factory=asyncio.Event)
 
     def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
         """Queue text for TTS; after a TTS failure in this reply, further text stays unspoken
