@@ -55,14 +55,6 @@ KNOWN: set[frozenset[str]] = {
     frozenset({"voice_gateway.endpoint.decision", "voice_gateway.endpoint.smart"}),
     frozenset(
         {
-            "voice_gateway.pipeline.call_end",
-            "voice_gateway.pipeline.phone_drain",
-            "voice_gateway.pipeline.session",
-            "voice_gateway.pipeline.utterance",
-        }
-    ),
-    frozenset(
-        {
             "voice_gateway.routes.rest",
             "voice_gateway.routes.rest_agent_files",
             "voice_gateway.routes.rest_folders",
