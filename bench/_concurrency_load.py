@@ -61,8 +61,8 @@ def cycle_pattern(
     own room tone after a recording (a microphone never sends zeros, and after them webrtcvad
     hears a recording's room tone as speech: bench/voice_latency.py)."""
     from tests.support.speech import frames
-    from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
     from voice_gateway.settings import Settings
+    from voice_gateway.turns.detector import SpeechStopped, TurnDetector
     from voice_gateway.vad import create_vad
 
     speech, last = _speech(text)

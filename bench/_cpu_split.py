@@ -50,10 +50,10 @@ def _thread_cpu_ns(tid: int) -> int:
 def install() -> None:
     """Wrap whisper's loader and decoder, Smart Turn's inference and features, and the turn
     detector's end of turn (counted)."""
-    import voice_gateway.endpoint.features as feats
-    import voice_gateway.endpoint.smart as smart
-    import voice_gateway.pipeline.turn as turn
     import voice_gateway.stt.whisper as whisper
+    import voice_gateway.turns.detector as turn
+    import voice_gateway.turns.features as feats
+    import voice_gateway.turns.smart as smart
 
     load, decode = whisper.load_model, whisper.transcribe
 

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
 
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.text import text_complete
+from voice_gateway.turns import AUTO_SENTENCE_MS
+from voice_gateway.turns.transcript import text_complete
 
 
 def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = MAX_MS) -> Rule:
@@ -43,7 +43,7 @@ def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = M
 
 
 def by_words(p: Pause, fast_db: float, within_ms: float = 200.0) -> bool | None:
-    """Step 0 (endpoint/decision.py): a faded voice whose transcript is there at `within_ms` of
+    """Step 0 (turns/decision.py): a faded voice whose transcript is there at `within_ms` of
     silence (200: at the decision; more: the model deferred) and says either way -> its
     verdict; None: the model is asked (or, unfaded, nothing ends it early)."""
     if (0.0 if p.drop_db is None else p.drop_db) > fast_db or p.text is None:
@@ -116,7 +116,7 @@ def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
 
 
 def within(cap_ms: float, sentence_ms: float, fast: Rule | None = None) -> Rule:
-    """`auto` (endpoint/smart.py `unsure_ms`): the defaults' early ends (`fast`), a finished
+    """`auto` (turns/smart.py `unsure_ms`): the defaults' early ends (`fast`), a finished
     sentence at `sentence_ms`, words that run on the maximum wait, anything else the silence
     rule's `cap_ms`. `within(400, 340)` is `auto`'s defaults."""
     first = fast or text_first(-21, 0.5, veto_ms=400, defer_ms=400)

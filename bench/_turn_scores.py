@@ -4,7 +4,7 @@ leave-one-clip-out) without running the model or whisper again.
 
 A sample is played once through the real TurnDetector (webrtcvad mode 3) with a recording
 policy that never ends the turn: at each pause that reaches 200 ms it stores Smart Turn's
-probability, the voice's fade (endpoint/prosody.py), the speculative transcript with its
+probability, the voice's fade (turns/fade.py), the speculative transcript with its
 measured decode time, and later the pause's length. A rule maps one pause's record to the
 silence after which it would end the turn (or never); the sample's turn ends in the first
 pause that lasts that long. Exact for what the curve counts (the first end of a paused sample,
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
-from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, window_features
-from voice_gateway.endpoint.prosody import drop_db
-from voice_gateway.endpoint.smart import SmartTurnModel
-from voice_gateway.pipeline.turn import PauseStarted, TurnDetector
+from voice_gateway.turns.detector import PauseStarted, TurnDetector
+from voice_gateway.turns.fade import drop_db
+from voice_gateway.turns.features import N_FRAMES, RecentPcm, window_features
+from voice_gateway.turns.policy import Decision, EndOfTurn, Verdict
+from voice_gateway.turns.smart import SmartTurnModel
 from voice_gateway.vad import create_vad
 
 FRAME = 640  # 20 ms of 16 kHz PCM16
@@ -76,7 +76,7 @@ class Recorder(EndOfTurn):
         fut = self.model.submit(pcm)
         assert fut is not None
         pause = Pause(0, fut.result(), drop_db(pcm), self.voiced)
-        if len(self.model.sessions) > 1:  # the same pause on the 8 s window (endpoint/window.py)
+        if len(self.model.sessions) > 1:  # the same pause on the 8 s window (turns/window.py)
             pause.p_full = self.model.score(window_features(pcm, N_FRAMES))
         self.pauses.append(pause)
 

@@ -10,9 +10,9 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   up to 1600 ms) at several thresholds;
 - text: the speculative transcript alone (whisper tiny.en of the utterance so far, started
   60 ms into the pause, arriving after its measured decode time);
-- smart_text_<thr>_<wait>: both (endpoint/smart.py `combine`), the voice's "done" waiting up to
+- smart_text_<thr>_<wait>: both (turns/smart.py `combine`), the voice's "done" waiting up to
   <wait> ms for the transcript's veto;
-- fade_<db>: the voice's final fade alone (endpoint/prosody.py): done at 200 ms when the last
+- fade_<db>: the voice's final fade alone (turns/fade.py): done at 200 ms when the last
   110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
 - smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
   fade (with and without the transcript); smart_text_fade_0.5_400_-21 is `smart`'s defaults
@@ -52,14 +52,14 @@ from voice_latency import SENTENCES
 from voice_stt import phone
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
-from voice_gateway.endpoint.features import columns_of
-from voice_gateway.endpoint.prosody import TailEnergy, faded
-from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
-from voice_gateway.endpoint.text import text_complete
-from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.stt.whisper import RETRY_MIN_FRAMES, SHORT_MIN_FRAMES, WhisperSTT
+from voice_gateway.turns import AUTO_SENTENCE_MS
+from voice_gateway.turns.detector import PauseStarted, SpeechStopped, TurnDetector
+from voice_gateway.turns.fade import TailEnergy, faded
+from voice_gateway.turns.features import columns_of
+from voice_gateway.turns.policy import Decision, EndOfTurn, Ready, SilenceRule, Verdict
+from voice_gateway.turns.smart import SmartTurn, SmartTurnModel, find_model
+from voice_gateway.turns.transcript import text_complete
 from voice_gateway.vad import create_vad
 
 PAUSES_MS = (300, 500, 800, 1200, 1500)

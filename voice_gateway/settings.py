@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     # a finished sentence in the transcript ends the turn after this silence; 0 = never;
     # unset: never for smart, AUTO_SENTENCE_MS for auto
     turn_sentence_ms: int | None = Field(None, ge=0, le=5000)
-    # smart: the model runs on a window cut to the utterance + 2 s (endpoint/window.py), not 8 s
+    # smart: the model runs on a window cut to the utterance + 2 s (turns/window.py), not 8 s
     turn_window: bool = True
     backchannels: str = (
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"

@@ -17,12 +17,12 @@ import pytest
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_turn import QUIET, SPEECH, EnergyVAD, kinds
-from voice_gateway.endpoint import smart as smart_mod
-from voice_gateway.endpoint.base import SilenceRule
-from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, batch_features, window_features
-from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
-from voice_gateway.endpoint.text import text_complete
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
+from voice_gateway.turns import smart as smart_mod
+from voice_gateway.turns.detector import SpeechStopped, TurnDetector
+from voice_gateway.turns.features import N_FRAMES, RecentPcm, batch_features, window_features
+from voice_gateway.turns.policy import SilenceRule
+from voice_gateway.turns.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
+from voice_gateway.turns.transcript import text_complete
 
 
 class Scripted(SmartTurnModel):

@@ -15,11 +15,11 @@ from tests.support.fault_providers import Faults, FaultSTT
 from tests.unit.test_end_of_turn import Scripted
 from tests.unit.test_end_of_turn_text_wait import pause_then_text
 from tests.unit.test_turn import EnergyVAD
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.smart import SmartTurn
 from voice_gateway.pipeline.services import VoiceServices
-from voice_gateway.pipeline.turn import TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns import AUTO_SENTENCE_MS
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.smart import SmartTurn
 
 
 def detector(policy: str, model: Scripted, **settings: Any) -> TurnDetector:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from tests.unit.test_end_of_turn import Scripted, smart
 from tests.unit.test_end_of_turn_text_wait import pause_then_text
-from voice_gateway.endpoint.smart import SmartTurn
 from voice_gateway.settings import Settings
+from voice_gateway.turns.smart import SmartTurn
 
 
 def test_a_model_run_late_for_the_deadline_falls_back_at_the_silence_rules_time() -> None:
@@ -108,8 +108,8 @@ def test_the_gateway_gives_each_call_the_silence_rules_time_as_its_deadline() ->
 def test_a_call_s_own_waits_reach_its_policy() -> None:
     """session.start's turn_silence_ms / turn_max_silence_ms (pipeline/overlap.py) over the
     gateway's: the silence rule's time (and so smart's deadline) and smart's longest wait."""
-    from voice_gateway.endpoint.base import SilenceRule
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+    from voice_gateway.turns.policy import SilenceRule
 
     s = Settings(endpoint_silence_ms=700, turn_max_silence_ms=1800)
     services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""endpoint/prosody.py, the voice's final fade, and how SmartTurn combines it with the model
+"""turns/fade.py, the voice's final fade, and how SmartTurn combines it with the model
 and the transcript (the detector timeline of test_end_of_turn.py: EnergyVAD, 20 ms frames)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 
 from tests.unit.test_end_of_turn import Scripted, feed_wall, smart, stop_of
 from tests.unit.test_turn import QUIET
-from voice_gateway.endpoint.decision import sentence_done
-from voice_gateway.endpoint.prosody import TailEnergy, faded
-from voice_gateway.endpoint.smart import combine
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns.decision import sentence_done
+from voice_gateway.turns.detector import SpeechStopped, TurnDetector
+from voice_gateway.turns.fade import TailEnergy, faded
+from voice_gateway.turns.smart import combine
 
 
 def level(amplitude: float) -> bytes:
@@ -147,7 +147,7 @@ def test_a_transcript_that_arrived_is_not_waited_for_again() -> None:
     assert stop.end_of_turn_ms <= 300
 
 
-# ---- the graded wait (endpoint/decision.py) ---------------------------------------------------
+# ---- the graded wait (turns/decision.py) ---------------------------------------------------
 
 STEP = [level(0.3 * 10 ** (-17 / 20))] * 6  # 120 ms at -17 dB: a fade between -14 and -21 dB
 
@@ -227,8 +227,8 @@ def test_the_defaults_are_the_measured_rule() -> None:
 
 
 def test_the_settings_reach_each_calls_detector() -> None:
-    from voice_gateway.endpoint.smart import SmartTurn
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+    from voice_gateway.turns.smart import SmartTurn
 
     s = Settings(
         turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120, turn_defer_model=False
@@ -242,7 +242,7 @@ def test_the_settings_reach_each_calls_detector() -> None:
     assert eot.defer_model is False
 
 
-# ---- step 0: a faded voice and a transcript already there (endpoint/decision.py) -------------
+# ---- step 0: a faded voice and a transcript already there (turns/decision.py) -------------
 
 
 def fade_then_transcribe(det: TurnDetector, text: str, at: int = 4) -> SpeechStopped:

@@ -1,5 +1,5 @@
 """A "done" from the voice waits for the pause's transcript when that transcript is being decoded
-and will be the turn's (endpoint/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
+and will be the turn's (turns/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
 decode comes after the 200 ms decision, and without the wait the transcript's veto was lost.
 The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
 
@@ -13,8 +13,8 @@ import pytest
 from tests.unit.test_end_of_turn import Scripted, smart
 from tests.unit.test_end_of_turn_fade import FADE, STEADY
 from tests.unit.test_turn import QUIET, EnergyVAD
-from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns.detector import PauseStarted, SpeechStopped, TurnDetector
 
 
 def pause_then_text(

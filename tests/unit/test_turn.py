@@ -1,4 +1,4 @@
-"""pipeline/turn.py: endpointing after silence, minimum speech length, false starts, pre-roll.
+"""turns/detector.py: endpointing after silence, minimum speech length, false starts, pre-roll.
 
 Most tests drive the detector with a VAD subclass that calls any non-zero frame speech, so the
 timeline is exact; the last ones use webrtcvad on real espeak-ng speech."""
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.speech import frames, noise_burst, rms_dbfs, silence, speak
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
-from voice_gateway.pipeline.turn import (
+from voice_gateway.turns.detector import (
     FalseStart,
     PauseStarted,
     SpeechConfirmed,
@@ -19,6 +18,7 @@ from voice_gateway.pipeline.turn import (
     TurnDetector,
     TurnEvent,
 )
+from voice_gateway.turns.policy import Decision, EndOfTurn, Verdict
 from voice_gateway.vad import create_vad
 from voice_gateway.vad.base import VAD
 

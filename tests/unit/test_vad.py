@@ -10,7 +10,7 @@ import webrtcvad
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import frames, noise_burst, silence, speak
 from tests.unit.test_turn import last_sound_ms
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
+from voice_gateway.turns.detector import SpeechStopped, TurnDetector
 from voice_gateway.vad import create_vad
 
 SENTENCE = "Hello, my name is Alice and I would like some green tea please."

@@ -310,7 +310,7 @@ def turn_options(
 ) -> tuple[TurnOptions, list[str]]:
     """The call's turn-taking options from session.start (Twilio: stream parameters, as
     strings); returns them and the complaints to send as error events."""
-    from voice_gateway.endpoint import KNOWN_TURN_DETECTION
+    from voice_gateway.turns import KNOWN_TURN_DETECTION
 
     errors: list[str] = []
     detection: str = settings.turn_detection  # auto | vad | smart

@@ -7,9 +7,6 @@ import logging
 from dataclasses import dataclass, field
 
 from agents.voice import DEFAULT_FILLER
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
-from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, load_model
 from voice_gateway.provider_check import check_provider_settings
 from voice_gateway.settings import Settings
 from voice_gateway.stt import create_stt
@@ -18,6 +15,9 @@ from voice_gateway.stt.fallback import FallbackSTT
 from voice_gateway.tts import create_tts
 from voice_gateway.tts.base import TTSError, TTSProvider
 from voice_gateway.tts.fallback import FallbackTTS
+from voice_gateway.turns import AUTO_SENTENCE_MS
+from voice_gateway.turns.policy import EndOfTurn, SilenceRule
+from voice_gateway.turns.smart import SmartTurn, SmartTurnModel, load_model
 from voice_gateway.vad import create_vad
 from voice_gateway.vad.base import VAD
 
@@ -90,7 +90,7 @@ class VoiceServices:
         longest = s.turn_max_silence_ms if max_silence_ms is None else max_silence_ms
         if detection != "vad" and not self._turn_model_tried:
             self._turn_model_tried = True
-            # a run may wait for a worker half the verdict's budget (endpoint/smart.py)
+            # a run may wait for a worker half the verdict's budget (turns/smart.py)
             self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2, s.turn_window)
         if detection == "vad" or self.turn_model is None:
             return SilenceRule(silence)

@@ -47,7 +47,9 @@ from voice_gateway.pipeline.transport import (
     TextIn,
     Transport,
 )
-from voice_gateway.pipeline.turn import (
+from voice_gateway.pipeline.utterance import Utterance, user_turn
+from voice_gateway.stt.base import STTStream
+from voice_gateway.turns.detector import (
     FalseStart,
     PauseStarted,
     SpeechConfirmed,
@@ -56,8 +58,6 @@ from voice_gateway.pipeline.turn import (
     TurnDetector,
     TurnEvent,
 )
-from voice_gateway.pipeline.utterance import Utterance, user_turn
-from voice_gateway.stt.base import STTStream
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Smart Turn v3 reads `input_features` (1, 80, 800): the Whisper feature extractor's output for
 8 s of 16 kHz audio (front-padded with zeros), after zero-mean/unit-variance scaling of the
 waveform. `window_features` computes the last `width` of those columns (the window the model
-runs on: endpoint/window.py) and, of those, only the ones that reach the audio: every column
+runs on: turns/window.py) and, of those, only the ones that reach the audio: every column
 of the front padding is the same, so one stands for all. One batched FFT costs ~6 µs a column
 (an Intel Xeon) where the same columns computed frame by frame as audio arrived cost ~23 µs a
 20 ms frame on the event loop; so a call's audio is only kept as it arrives (`RecentPcm`,

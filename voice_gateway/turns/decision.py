@@ -15,7 +15,7 @@
 1. The transcript says the words run on ("my number is five five five", "go forward"): wait
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
-   (endpoint/prosody.py, `fade_db`): the turn ends at the short silence (200 ms), after
+   (turns/fade.py, `fade_db`): the turn ends at the short silence (200 ms), after
    waiting up to `text_wait_ms` for a transcript still being decoded (its veto) when that
    transcript will be the turn's (`expect_text`): the reply could not start before it anyway,
    so the wait costs the caller nothing, and without it a busy gateway, whose decodes come
@@ -41,11 +41,11 @@ import logging
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from voice_gateway.endpoint.base import Decision, Verdict, VerdictSource
-from voice_gateway.endpoint.text import text_complete
+from voice_gateway.turns.policy import Decision, Verdict, VerdictSource
+from voice_gateway.turns.transcript import text_complete
 
 if TYPE_CHECKING:
-    from voice_gateway.endpoint.smart import SmartTurn
+    from voice_gateway.turns.smart import SmartTurn
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from voice_gateway.endpoint.features import N_FRAMES
+from voice_gateway.turns.features import N_FRAMES
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def cut_model(path: Path, width: int, loaded: Any = None) -> bytes:
 
 def cut_models(path: Path, loaded: Any = None) -> dict[int, bytes]:
     """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut.
-    `loaded`: the model, already read (endpoint/int8.py may have changed its weights)."""
+    `loaded`: the model, already read (turns/int8.py may have changed its weights)."""
     try:
         import onnx
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice_gateway.endpoint.features import RecentPcm
+from voice_gateway.turns.features import RecentPcm
 
 SUB = 160  # 10 ms at 16 kHz
 KEEP = 400  # 4 s of 10 ms levels

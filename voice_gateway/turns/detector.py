@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from voice_gateway.endpoint.base import Decision, EndOfTurn, SilenceRule, Verdict
+from voice_gateway.turns.policy import Decision, EndOfTurn, SilenceRule, Verdict
 from voice_gateway.vad.base import VAD
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class TurnDetector:
 
     def expect_text(self, pause: int, coming: bool = True) -> None:
         """See `follow`: the pause's decision waits up to `VG_TURN_TEXT_WAIT_MS` for the text
-        when the model says "done" first (endpoint/decision.py). `coming` False: it will not
+        when the model says "done" first (turns/decision.py). `coming` False: it will not
         come after all."""
         if pause != self.pauses or not self._silent_ms or self._state != _ACTIVE:
             return

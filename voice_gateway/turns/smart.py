@@ -1,11 +1,11 @@
 """Smart Turn v3.2 (BSD-2-Clause, int8 ONNX, 8.7 MB) on onnxruntime, with the speculative
-transcript and the voice's final fade (endpoint/prosody.py) as second and third signals.
+transcript and the voice's final fade (turns/fade.py) as second and third signals.
 
 The model file ships inside the `pipecat-ai` 1.14.0 wheel, installed with `--no-deps`; nothing
 of pipecat is imported. Measured (one thread): features ~1-6.5 ms for the columns that reach
-a 1-4 s utterance (endpoint/features.py, a Zen 3) instead of ~24 ms for the 8 s window,
+a 1-4 s utterance (turns/features.py, a Zen 3) instead of ~24 ms for the 8 s window,
 inference ~30-40 ms on the 8 s window and 16-33 ms on a window cut to the utterance
-(endpoint/window.py), no gain from batching. So the model runs at most once per pause, on a
+(turns/window.py), no gain from batching. So the model runs at most once per pause, on a
 small process-wide pool, features and all: the event loop only keeps the call's audio. A pause
 that finds every worker busy waits for one only while the runs ahead of it should be done
 within `queue_ms` (half the verdict's budget, `VG_TURN_BUDGET_MS`), judged by the recent
@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, Verdict
-from voice_gateway.endpoint.decision import SmartDecision, combine
-from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, columns_of, window_features
-from voice_gateway.endpoint.int8 import for_this_cpu
-from voice_gateway.endpoint.prosody import drop_db, faded
-from voice_gateway.endpoint.text import text_complete
-from voice_gateway.endpoint.window import cut_models, window_for
+from voice_gateway.turns.decision import SmartDecision, combine
+from voice_gateway.turns.fade import drop_db, faded
+from voice_gateway.turns.features import N_FRAMES, RecentPcm, columns_of, window_features
+from voice_gateway.turns.int8 import for_this_cpu
+from voice_gateway.turns.policy import Decision, EndOfTurn, Ready, Verdict
+from voice_gateway.turns.transcript import text_complete
+from voice_gateway.turns.window import cut_models, window_for
 
 __all__ = ["SmartTurn", "SmartTurnModel", "combine", "find_model", "load_model"]
 
@@ -54,7 +54,7 @@ def find_model() -> Path | None:
 
 class SmartTurnModel:
     """Process-wide: ONNX sessions (the 8 s window and, with `windows`, the model cut to
-    narrower ones: endpoint/window.py) and a pool of `workers` threads (one onnxruntime thread
+    narrower ones: turns/window.py) and a pool of `workers` threads (one onnxruntime thread
     each); a run waits for a worker only as long as `queue_ms` (see `submit`)."""
 
     TYPICAL_MS = 40.0  # an inference's time until some have been timed (~10-45 ms measured)
@@ -69,7 +69,7 @@ class SmartTurnModel:
         unsigned: bool | None = None,
     ) -> None:
         """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits.
-        `unsigned`: store the int8 weights unsigned (endpoint/int8.py; None: where this
+        `unsigned`: store the int8 weights unsigned (turns/int8.py; None: where this
         processor's int8 kernels saturate)."""
         import onnxruntime
 
@@ -160,7 +160,7 @@ class SmartTurnModel:
 
 class SmartTurn(EndOfTurn):
     """Per call: the utterance's audio kept as it arrives, one model run per pause (the rule:
-    endpoint/decision.py). `use_text`: combine with the speculative transcript;
+    turns/decision.py). `use_text`: combine with the speculative transcript;
     `text_wait_ms`: how long a 'complete' from the voice waits for the transcript's veto;
     `fade_db`: a 'complete' also needs the voice to have faded this far at its last sound
     (None: not asked); `sentence_ms`: a finished sentence in the transcript ends the turn
