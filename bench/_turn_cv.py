@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
 
-from voice_gateway.turns import AUTO_SENTENCE_MS
+from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.transcript import text_complete
+
+AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
 
 
 def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = MAX_MS) -> Rule:
@@ -63,7 +65,7 @@ def text_first(
     turn before it (after `veto_ms`). `defer_ms`: the model is asked only when the transcript
     cannot tell, or has not come this long after 200 ms (`SmartTurn.defer_model`); its verdict
     then comes a frame later. `model_asked` counts the pauses that run it.
-    `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults since stop 37."""
+    `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults."""
     then = graded(fast_db, fast_p, veto_ms, sentence_ms)
     wait = max(veto_ms, defer_ms)
 

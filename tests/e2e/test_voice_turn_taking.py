@@ -22,8 +22,8 @@ from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
 from voice_gateway.stt.whisper import WhisperStream
+from voice_gateway.turns.model import MODEL_PACKAGE, find_model
 from voice_gateway.turns.policy import VerdictSource
-from voice_gateway.turns.smart import MODEL_PACKAGE, find_model
 
 LONG_REPLY = " ".join(
     f"Here is sentence number {w} of a rather long answer about tea."

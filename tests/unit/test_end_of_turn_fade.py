@@ -11,10 +11,11 @@ import pytest
 from tests.unit.test_end_of_turn import Scripted, feed_wall, smart, stop_of
 from tests.unit.test_turn import QUIET
 from voice_gateway.settings import Settings
-from voice_gateway.turns.decision import sentence_done
-from voice_gateway.turns.detector import SpeechStopped, TurnDetector
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.decision import combine, sentence_done
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import SpeechStopped
 from voice_gateway.turns.fade import TailEnergy, faded
-from voice_gateway.turns.smart import combine
 
 
 def level(amplitude: float) -> bytes:
@@ -228,7 +229,7 @@ def test_the_defaults_are_the_measured_rule() -> None:
 
 def test_the_settings_reach_each_calls_detector() -> None:
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
-    from voice_gateway.turns.smart import SmartTurn
+    from voice_gateway.turns.policies import SmartTurn
 
     s = Settings(
         turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120, turn_defer_model=False
@@ -236,10 +237,10 @@ def test_the_settings_reach_each_calls_detector() -> None:
     services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
-    eot = services.new_end_of_turn("smart")
+    eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection="smart"))
     assert isinstance(eot, SmartTurn)
-    assert (eot.fade_db, eot.sentence_ms, eot.text_wait_ms) == (-18.0, 900, 120)
-    assert eot.defer_model is False
+    assert (eot.config.fade_db, eot.sentence_ms, eot.config.text_wait_ms) == (-18.0, 900, 120)
+    assert eot.config.defers_model is False
 
 
 # ---- step 0: a faded voice and a transcript already there (turns/decision.py) -------------
@@ -283,8 +284,8 @@ def test_run_on_words_wait_without_asking_the_model() -> None:
     ("text", "at", "text_first"),
     [
         ("10 of clubs", 4, True),  # the words cannot tell: the model decides
-        # tiny.en's finished command in lower case, no full stop: until stop 40 read as running
-        # on, and the turn waited the max whatever the model said
+        # tiny.en's finished command in lower case, no full stop: not read as running on
+        # (which would wait the max whatever the model said)
         ("go forward 10 meters", 4, True),
         ("Go somewhere and do something.", 12, True),  # decoded after the decision: too late
         ("Go somewhere and do something.", 4, False),  # step 0 switched off

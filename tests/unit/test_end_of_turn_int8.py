@@ -13,7 +13,7 @@ from onnx import numpy_helper
 from tests.support.real_speech import MISSING, clips, speech_span
 from voice_gateway.turns.features import N_FRAMES, window_features
 from voice_gateway.turns.int8 import for_this_cpu, needs_unsigned, unsigned_weights
-from voice_gateway.turns.smart import MODEL_PACKAGE, SmartTurnModel, find_model
+from voice_gateway.turns.model import MODEL_PACKAGE, SmartTurnModel, find_model
 
 model_path = find_model()
 needs_model = pytest.mark.skipif(

@@ -14,10 +14,12 @@ from onnx import TensorProto, helper
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_end_of_turn import QUIET, SPEECH, EnergyVAD, Scripted
+from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.detector import TurnDetector
 from voice_gateway.turns.features import N_FRAMES, columns_of, window_features
 from voice_gateway.turns.int8 import for_this_cpu
-from voice_gateway.turns.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
+from voice_gateway.turns.model import MODEL_PACKAGE, SmartTurnModel, find_model
+from voice_gateway.turns.policies import SmartTurn
 from voice_gateway.turns.window import CONTEXT, WIDTHS, cut_model, cut_models, window_for
 
 model_path = find_model()
@@ -106,8 +108,8 @@ def test_a_pause_asks_the_model_with_the_utterances_length() -> None:
         return scripted_probability(pcm16)
 
     model.probability = probability  # type: ignore[method-assign]
-    eot = SmartTurn(model, use_text=False)
-    det = TurnDetector(EnergyVAD(), silence_ms=400, end_of_turn=eot)
+    config = TurnConfig(use_text=False, fade_db=0.0, model_deadline=False)  # the voice alone
+    det = TurnDetector(EnergyVAD(), config, SmartTurn(model, config))
     for frame in [QUIET] * 15 + [SPEECH] * 50 + [QUIET] * 30:
         det.feed(frame)
     assert len(widths) == 1 and 130 <= widths[0] <= 160, widths

@@ -1,11 +1,12 @@
-"""End-of-turn policies: `vad` (the silence rule), `smart` (Smart Turn v3.2 + the speculative
-transcript) and `auto` (the same signals within the silence rule's time: they end a turn
-sooner, and only words that run on hold it longer). A new model is one module with an
-`EndOfTurn` subclass."""
+"""Turn-taking: when has the caller finished speaking?
 
-from __future__ import annotations
-
-KNOWN_TURN_DETECTION = ("auto", "vad", "smart")
-# auto: a finished sentence in the transcript ends the turn after this much silence (unless
-# VG_TURN_SENTENCE_MS says otherwise): bench/turn_taking.py `--cv`, docs/operations.md
-AUTO_SENTENCE_MS = 340
+- config.py: `TurnConfig`, every number of it, validated once per call (settings + options.py,
+  a call's own options);
+- states.py: the VAD state machine (speech start, confirmation, false start, pause), which
+  knows no policy; events.py: what it tells the call;
+- policy.py: the end-of-turn interface (`EndOfTurn.at_pause`, `Verdict`);
+- policies.py: `vad`, `smart` and `auto` as `SilenceRule`, `SmartTurn` and `AutoTurn`, and
+  what each does at a pause; decision.py: the `smart` rule step by step;
+- the signals they combine: transcript.py (the words), fade.py (the voice's final fade),
+  model.py (Smart Turn v3.2, with features.py, window.py and int8.py);
+- detector.py: `TurnDetector`, the state machine and the call's policy together."""

@@ -8,9 +8,9 @@ of the front padding is the same, so one stands for all. One batched FFT costs ~
 (an Intel Xeon) where the same columns computed frame by frame as audio arrived cost ~23 µs a
 20 ms frame on the event loop; so a call's audio is only kept as it arrives (`RecentPcm`,
 ~0.5 µs a frame) and the features are computed on the model's worker thread at the pause
-(on an AMD Zen 3: ~1 ms for 1 s of speech, 2-4 ms for 2 s, 6.5 ms for 4 s). Stop 34 and
-before computed them incrementally on the event loop: at 64 calls that was a third of its
-per-frame work (docs/benchmarks.md, turn_capacity)."""
+(on an AMD Zen 3: ~1 ms for 1 s of speech, 2-4 ms for 2 s, 6.5 ms for 4 s). Computed
+incrementally on the event loop, at 64 calls they were a third of its per-frame work
+(docs/benchmarks.md, turn_capacity)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ the position it has in the 8 s window. What is dropped is the oldest padding; `C
 columns (3 s) of it stay ahead of the utterance. Cut to 800 columns, the graph gives the
 original's output to the bit (tests/unit/test_end_of_turn_window.py).
 
-Measured (stop 34): on bench/turn_taking.py's corpus (`--cv`, 260 pauses of 13 real
+Measured on bench/turn_taking.py's corpus (`--cv`, 260 pauses of 13 real
 recordings, the same transcripts for both) the verdict at 0.5 differs at 7 pauses, the
 finished faded pauses called done are the same 65 of 102, and the default rule's delays and
 cut-offs are the same. With 2 s of context instead of 3, 16 of 272 verdicts differed; with 1 s
