@@ -86,7 +86,7 @@ class VoiceServices:
         package to install). The model is loaded for the first call that needs it."""
         if config.detection != "vad" and not self._turn_model_tried:
             self._turn_model_tried = True
-            self.turn_model = load_model(config.model_workers, config.queue_ms, config.model_window)
+            self.turn_model = load_model(config)
         return policy_for(config, self.turn_model, busy=lambda: self.stt.backlog() > 0)
 
     @classmethod

@@ -131,6 +131,21 @@ class TurnConfig:
         0.0,
         setting="turn_fade_db",
     )
+    fade_tail_ms: int = _f(
+        110,
+        "The fade: how much of the last sound is averaged for its level (turns/fade.py).",
+        20,
+        1000,
+    )
+    fade_range_db: float = _f(
+        30.0, "The fade: audio within this of the loudest 10 ms counts as sound.", 6.0, 60.0
+    )
+    fade_span_ms: int = _f(
+        4000,
+        "The fade: the audio measured, up to the pause (its loudest part: the level).",
+        500,
+        8000,
+    )
     sentence_ms: int | None = _f(
         None,
         "A finished sentence in the transcript ends the turn after this silence; 0: never; "
@@ -162,10 +177,16 @@ class TurnConfig:
         16,
         setting="turn_workers",
     )
+    model_context_ms: int = _f(
+        3000,
+        "Smart Turn on a cut window: the front padding kept ahead of the utterance.",
+        0,
+        5000,
+    )
     model_window: bool = _f(
         True,
-        "Smart Turn runs on a window cut to the utterance plus 3 s of its padding "
-        "(voice_gateway/turns/window.py), not on its full 8 s.",
+        "Smart Turn runs on a window cut to the utterance plus `model_context_ms` of its "
+        "padding (voice_gateway/turns/window.py), not on its full 8 s.",
         setting="turn_window",
     )
     # -- the VAD state machine

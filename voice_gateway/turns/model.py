@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.features import N_FRAMES, columns_of, window_features
 from voice_gateway.turns.int8 import for_this_cpu
-from voice_gateway.turns.window import cut_models, window_for
+from voice_gateway.turns.window import CONTEXT, cut_models, window_for
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,12 @@ class SmartTurnModel:
         queue_ms: float = 0.0,
         windows: bool = False,
         unsigned: bool | None = None,
+        context_ms: int = CONTEXT * 10,
     ) -> None:
         """`queue_ms`: how long a run may be expected to wait for a worker; 0: never waits.
         `unsigned`: store the int8 weights unsigned (turns/int8.py; None: where this
-        processor's int8 kernels saturate)."""
+        processor's int8 kernels saturate). `context_ms`: the padding kept ahead of the
+        utterance on a cut window."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
@@ -82,7 +85,7 @@ class SmartTurnModel:
         self.sessions = {N_FRAMES: session(graph.SerializeToString() if graph else str(path))}
         if windows:
             self.sessions.update({w: session(m) for w, m in cut_models(path, graph).items()})
-        self.workers, self.queue_ms = workers, queue_ms
+        self.workers, self.queue_ms, self.context = workers, queue_ms, context_ms // 10
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="smart-turn")
         self._lock = threading.Lock()
         self.in_flight = 0
@@ -96,7 +99,7 @@ class SmartTurnModel:
 
     def width(self, columns: int | None) -> int:
         """The window a run on an utterance of `columns` uses (the 8 s one without cuts)."""
-        width = N_FRAMES if columns is None else window_for(columns)
+        width = N_FRAMES if columns is None else window_for(columns, self.context)
         return width if width in self.sessions else N_FRAMES
 
     def score(self, features: np.ndarray) -> float:
@@ -152,8 +155,9 @@ class SmartTurnModel:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def load_model(workers: int, queue_ms: float = 0.0, windows: bool = True) -> SmartTurnModel | None:
-    """The process-wide model, or None (with one warning) when the file is missing."""
+def load_model(config: TurnConfig) -> SmartTurnModel | None:
+    """The process-wide model (`model_workers`, `queue_ms`, `model_window`,
+    `model_context_ms`), or None (with one warning) when the file is missing."""
     path = find_model()
     if path is None:
         log.warning(
@@ -162,7 +166,13 @@ def load_model(workers: int, queue_ms: float = 0.0, windows: bool = True) -> Sma
             MODEL_PACKAGE,
         )
         return None
-    model = SmartTurnModel(path, workers=workers, queue_ms=queue_ms, windows=windows)
+    model = SmartTurnModel(
+        path,
+        workers=config.model_workers,
+        queue_ms=config.queue_ms,
+        windows=config.model_window,
+        context_ms=config.model_context_ms,
+    )
     model.warmup()
     return model
 

@@ -96,7 +96,10 @@ class SmartTurn(DecidingPolicy):
         started = time.perf_counter()
         try:
             pcm = self.audio.pcm()
-            fade = None if cfg.fade is None else faded(drop_db(pcm), cfg.fade)
+            fade = None
+            if cfg.fade is not None:
+                drop = drop_db(pcm, cfg.fade_tail_ms, cfg.fade_range_db, cfg.fade_span_ms)
+                fade = faded(drop, cfg.fade)
             if fade is False:
                 # the voice stopped at full level: the model's "done" would be vetoed
                 # (decision.py step 2), so it is not asked. bench/turn_taking.py's corpus: 60 %

@@ -31,13 +31,14 @@ from voice_gateway.turns.features import N_FRAMES
 log = logging.getLogger(__name__)
 
 WIDTHS = (400, 500, 600, 700)  # the cut models' input columns (10 ms each), below 800
-CONTEXT = 300  # columns of the front padding kept ahead of the utterance
+CONTEXT = 300  # columns of the front padding kept ahead of the utterance (TurnConfig's default)
 POSITIONS_NAME = "inner.encoder.embed_positions.weight"
 
 
-def window_for(columns: int) -> int:
-    """The narrowest width that holds `columns` of utterance plus `CONTEXT` (800 at most)."""
-    need = columns + CONTEXT
+def window_for(columns: int, context: int = CONTEXT) -> int:
+    """The narrowest width that holds `columns` of utterance plus `context` columns of the
+    padding (800 at most)."""
+    need = columns + context
     return next((w for w in WIDTHS if w >= need), N_FRAMES)
 
 
