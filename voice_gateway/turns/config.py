@@ -209,8 +209,8 @@ class TurnConfig:
     )
     trailing_ms: int = _f(
         100,
-        "Silence kept after the last word on the utterance's audio (whisper likes a little "
-        "room after it).",
+        "Of the silence rule's pause, what the ended utterance's audio keeps (the rest of "
+        "`silence_ms` is cut from its end; whisper likes a little room after the last word).",
         0,
         2000,
     )
@@ -223,7 +223,7 @@ class TurnConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings, **call: Any) -> TurnConfig:
-        """The gateway's settings, with `call`'s fields over them (already validated)."""
+        """The gateway's settings, with `call`'s fields over them (all validated here)."""
         values = {f.name: getattr(settings, s) for f in fields(cls) if (s := f.metadata["setting"])}
         return cls(**{**values, **call})
 
