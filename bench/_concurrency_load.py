@@ -61,8 +61,10 @@ def cycle_pattern(
     own room tone after a recording (a microphone never sends zeros, and after them webrtcvad
     hears a recording's room tone as speech: bench/voice_latency.py)."""
     from tests.support.speech import frames
-    from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
     from voice_gateway.settings import Settings
+    from voice_gateway.turns.config import TurnConfig
+    from voice_gateway.turns.detector import TurnDetector
+    from voice_gateway.turns.events import SpeechStopped
     from voice_gateway.vad import create_vad
 
     speech, last = _speech(text)
@@ -75,8 +77,7 @@ def cycle_pattern(
     defaults = Settings.model_fields
     detector = TurnDetector(
         create_vad("webrtc", defaults["vad_mode"].default),
-        silence_ms=endpoint_ms,
-        min_speech_ms=defaults["min_speech_ms"].default,
+        TurnConfig(silence_ms=endpoint_ms, min_speech_ms=defaults["min_speech_ms"].default),
     )
     ends = [
         k % len(pattern)

@@ -50,10 +50,10 @@ def _thread_cpu_ns(tid: int) -> int:
 def install() -> None:
     """Wrap whisper's loader and decoder, Smart Turn's inference and features, and the turn
     detector's end of turn (counted)."""
-    import voice_gateway.endpoint.features as feats
-    import voice_gateway.endpoint.smart as smart
-    import voice_gateway.pipeline.turn as turn
     import voice_gateway.stt.whisper as whisper
+    import voice_gateway.turns.detector as turn
+    import voice_gateway.turns.features as feats
+    import voice_gateway.turns.model as smart
 
     load, decode = whisper.load_model, whisper.transcribe
 
@@ -83,9 +83,9 @@ def install() -> None:
 
     end = turn.TurnDetector._end
 
-    def _end(self: Any) -> Any:
+    def _end(self: Any, *args: Any) -> Any:
         counts["turns"] += 1
-        return end(self)
+        return end(self, *args)
 
     turn.TurnDetector._end = _end  # type: ignore[method-assign]
 

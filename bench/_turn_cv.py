@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
 
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.text import text_complete
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.transcript import text_complete
+
+AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
 
 
 def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = MAX_MS) -> Rule:
@@ -43,7 +45,7 @@ def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = M
 
 
 def by_words(p: Pause, fast_db: float, within_ms: float = 200.0) -> bool | None:
-    """Step 0 (endpoint/decision.py): a faded voice whose transcript is there at `within_ms` of
+    """Step 0 (turns/decision.py): a faded voice whose transcript is there at `within_ms` of
     silence (200: at the decision; more: the model deferred) and says either way -> its
     verdict; None: the model is asked (or, unfaded, nothing ends it early)."""
     if (0.0 if p.drop_db is None else p.drop_db) > fast_db or p.text is None:
@@ -63,7 +65,7 @@ def text_first(
     turn before it (after `veto_ms`). `defer_ms`: the model is asked only when the transcript
     cannot tell, or has not come this long after 200 ms (`SmartTurn.defer_model`); its verdict
     then comes a frame later. `model_asked` counts the pauses that run it.
-    `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults since stop 37."""
+    `text_first(-21, 0.5, veto_ms=400, defer_ms=400)` is `smart`'s defaults."""
     then = graded(fast_db, fast_p, veto_ms, sentence_ms)
     wait = max(veto_ms, defer_ms)
 
@@ -116,7 +118,7 @@ def middle(kind: str, wait_ms: float, fast: Rule | None = None) -> Rule:
 
 
 def within(cap_ms: float, sentence_ms: float, fast: Rule | None = None) -> Rule:
-    """`auto` (endpoint/smart.py `unsure_ms`): the defaults' early ends (`fast`), a finished
+    """`auto` (turns/smart.py `unsure_ms`): the defaults' early ends (`fast`), a finished
     sentence at `sentence_ms`, words that run on the maximum wait, anything else the silence
     rule's `cap_ms`. `within(400, 340)` is `auto`'s defaults."""
     first = fast or text_first(-21, 0.5, veto_ms=400, defer_ms=400)

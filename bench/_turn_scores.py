@@ -4,7 +4,7 @@ leave-one-clip-out) without running the model or whisper again.
 
 A sample is played once through the real TurnDetector (webrtcvad mode 3) with a recording
 policy that never ends the turn: at each pause that reaches 200 ms it stores Smart Turn's
-probability, the voice's fade (endpoint/prosody.py), the speculative transcript with its
+probability, the voice's fade (turns/fade.py), the speculative transcript with its
 measured decode time, and later the pause's length. A rule maps one pause's record to the
 silence after which it would end the turn (or never); the sample's turn ends in the first
 pause that lasts that long. Exact for what the curve counts (the first end of a paused sample,
@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
-from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, window_features
-from voice_gateway.endpoint.prosody import drop_db
-from voice_gateway.endpoint.smart import SmartTurnModel
-from voice_gateway.pipeline.turn import PauseStarted, TurnDetector
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import PauseStarted
+from voice_gateway.turns.fade import drop_db
+from voice_gateway.turns.features import N_FRAMES, RecentPcm, window_features
+from voice_gateway.turns.model import SmartTurnModel
+from voice_gateway.turns.policy import DecidingPolicy, Decision, Verdict
 from voice_gateway.vad import create_vad
 
 FRAME = 640  # 20 ms of 16 kHz PCM16
@@ -53,13 +55,15 @@ class Sample:
     pauses: list[Pause] = field(default_factory=list)
 
 
-class Recorder(EndOfTurn):
+class Recorder(DecidingPolicy):
     """Decides at 200 ms, never ends the turn; keeps the pause's scores."""
 
     name = "record"
+    max_silence_ms = 10**9  # type: ignore[assignment]
 
     def __init__(self, model: SmartTurnModel) -> None:
-        self.model, self.min_silence_ms, self.max_silence_ms = model, 200, 10**9
+        super().__init__(TurnConfig(min_silence_ms=200, model_deadline=False))
+        self.model = model
         self.audio = RecentPcm()
         self.pauses: list[Pause] = []
         self.frames = self.voiced = 0
@@ -76,7 +80,7 @@ class Recorder(EndOfTurn):
         fut = self.model.submit(pcm)
         assert fut is not None
         pause = Pause(0, fut.result(), drop_db(pcm), self.voiced)
-        if len(self.model.sessions) > 1:  # the same pause on the 8 s window (endpoint/window.py)
+        if len(self.model.sessions) > 1:  # the same pause on the 8 s window (turns/window.py)
             pause.p_full = self.model.score(window_features(pcm, N_FRAMES))
         self.pauses.append(pause)
 
@@ -94,7 +98,7 @@ def record(
     pcm: np.ndarray, model: SmartTurnModel, transcribe: Callable[[bytes], tuple[str, float]]
 ) -> list[Pause]:
     rec = Recorder(model)
-    det = TurnDetector(create_vad("webrtc", 3), silence_ms=400, end_of_turn=rec)
+    det = TurnDetector(create_vad("webrtc", 3), TurnConfig(silence_ms=400), rec)
     audio = np.concatenate([pcm, np.zeros(16000 * 2, dtype="<i2")]).tobytes()
     decodes: list[tuple[str, float]] = []
     silent = voiced = 0

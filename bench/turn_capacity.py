@@ -1,4 +1,4 @@
-"""(b) What `smart` turn detection costs next to `vad`, with local whisper (issue 16): CPU per
+"""(b) What `smart` turn detection costs next to `vad`, with local whisper: CPU per
 turn split into STT, turn detection and the rest, and the calls one gateway process holds,
 both policies in the same run.
 
@@ -31,9 +31,9 @@ and the transcript. A turn's reply audio is looked for from the earliest frame i
 on (the silence rule at `vad`'s 400 ms, or at `smart`'s 200 ms minimum pause). Levels are small
 (whisper decodes on a 2-vCPU machine limit a process to a few calls): each policy's sweep stops
 at its first failing level. Result: the largest level each policy holds, and smart / vad
-(issue 16's target: >= 0.75).
+(the target: >= 0.75).
 
-The target is judged by one budget for both policies (`same_budget`, since stop 39): reply
+The target is judged by one budget for both policies (`same_budget`): reply
 latency p99 (last frame with sound -> first reply audio, not minus anything) under `vad`'s idle
 endpoint delay + 100 ms, the other conditions as above. For `vad` it is the reply rule itself.
 The reply rule measures each policy against its own idle endpoint delay: `smart`, whose idle
@@ -62,9 +62,11 @@ from _concurrency_rules import behind, row
 from _voice import load, timed_client
 from voice_concurrency import run_level, settle
 
+from voice_gateway.turns.config import TurnConfig
+
 POLICIES = ("vad", "smart")
-SILENCE_MS = 400  # VG_ENDPOINT_SILENCE_MS, the default
-SMART_MIN_MS = 200  # VG_TURN_MIN_SILENCE_MS: the earliest `smart` ends a turn
+SILENCE_MS = TurnConfig().silence_ms  # VG_ENDPOINT_SILENCE_MS, the default
+SMART_MIN_MS = TurnConfig().min_silence_ms  # VG_TURN_MIN_SILENCE_MS: `smart`'s earliest end
 TARGET = 0.75
 
 
@@ -198,7 +200,7 @@ def main() -> None:
             "smart_vs_vad": {
                 "judged_by": "same_budget",
                 "ratio": ratio(held_same["smart"], held_same["vad"]),
-                "target": f"smart's largest level >= {TARGET} x vad's (issue 16)",
+                "target": f"smart's largest level >= {TARGET} x vad's",
                 "met": held_same["smart"] >= TARGET * held_same["vad"] > 0,
                 "reply_rule": {
                     "ratio": ratio(held["smart"], held["vad"]),

@@ -10,15 +10,14 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   up to 1600 ms) at several thresholds;
 - text: the speculative transcript alone (whisper tiny.en of the utterance so far, started
   60 ms into the pause, arriving after its measured decode time);
-- smart_text_<thr>_<wait>: both (endpoint/smart.py `combine`), the voice's "done" waiting up to
+- smart_text_<thr>_<wait>: both (turns/smart.py `combine`), the voice's "done" waiting up to
   <wait> ms for the transcript's veto;
-- fade_<db>: the voice's final fade alone (endpoint/prosody.py): done at 200 ms when the last
+- fade_<db>: the voice's final fade alone (turns/fade.py): done at 200 ms when the last
   110 ms of sound are <db> below the utterance's level, else wait up to 1600 ms;
 - smart_fade_<thr>_<db>, smart_text_fade_<thr>_<wait>_<db>: the model's "done" also needs the
   fade (with and without the transcript); smart_text_fade_0.5_400_-21 is `smart`'s defaults
-  (the _0_ one, the voice deciding alone when the transcript is late, was until stop 36; the
-  ..._model_at_200 one, the model asked at 200 ms even with the transcript on its way, until
-  stop 37);
+  (the _0_ one: the voice deciding alone when the transcript is late; the ..._model_at_200
+  one: the model asked at 200 ms even with the transcript on its way);
   ..._sentence_<ms>: and a finished sentence in the transcript ends the turn at <ms> of
   silence (VG_TURN_SENTENCE_MS);
 - auto, auto_sentence_<ms>: `auto`'s defaults (smart's, a finished sentence ending the turn at
@@ -26,8 +25,7 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   400 ms: only words that run on wait up to 1600 ms.
 `--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
 (bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
-decoded as a narrowband call's is (from the 15 s window, 30 s until stop 43; until stop 42 not
-waited for by the model's "done", as the call then decoded the turn again at its end).
+decoded as a narrowband call's is (from the 15 s window).
 `--cv`: the per-pause scores and the rules of bench/_turn_scores.py and bench/_turn_cv.py
 (in sample and leave-one-clip-out, with espeak-ng speech), printed as JSON
 (bench/results/turn_taking_cv.json).
@@ -52,17 +50,21 @@ from voice_latency import SENTENCES
 from voice_stt import phone
 
 from tests.support.real_speech import MISSING, clips, speech_span, with_pause, word_gaps
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Ready, SilenceRule, Verdict
-from voice_gateway.endpoint.features import columns_of
-from voice_gateway.endpoint.prosody import TailEnergy, faded
-from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, find_model
-from voice_gateway.endpoint.text import text_complete
-from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.stt.whisper import RETRY_MIN_FRAMES, SHORT_MIN_FRAMES, WhisperSTT
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import PauseStarted, SpeechStopped
+from voice_gateway.turns.fade import TailEnergy, faded
+from voice_gateway.turns.features import columns_of
+from voice_gateway.turns.model import SmartTurnModel, find_model
+from voice_gateway.turns.policies import AutoTurn, SilenceRule, SmartTurn
+from voice_gateway.turns.policy import DecidingPolicy, Decision, EndOfTurn, Ready, Verdict
+from voice_gateway.turns.transcript import text_complete
 from voice_gateway.vad import create_vad
 
 PAUSES_MS = (300, 500, 800, 1200, 1500)
+AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
+ALONE = TurnConfig(min_silence_ms=200, max_silence_ms=1600, model_deadline=False)  # one signal
 
 
 class InlineModel(SmartTurnModel):
@@ -81,14 +83,14 @@ class InlineModel(SmartTurnModel):
         return fut
 
 
-class FadeOnly(EndOfTurn):
+class FadeOnly(DecidingPolicy):
     """The final fade alone: done at `min_silence_ms` when the voice faded by `fade_db`."""
 
     name = "fade"
 
     def __init__(self, fade_db: float) -> None:
+        super().__init__(ALONE)
         self.fade_db, self.tail = fade_db, TailEnergy()
-        self.min_silence_ms, self.max_silence_ms = 200, 1600
 
     def start(self, preroll: list[bytes]) -> None:
         self.tail.reset()
@@ -102,15 +104,14 @@ class FadeOnly(EndOfTurn):
         return Ready(Verdict(faded(self.tail.drop_db(), self.fade_db) is True, "prosody"))
 
 
-class TextOnly(EndOfTurn):
+class TextOnly(DecidingPolicy):
     """The speculative transcript alone: done unless the words run on; no text by
-    `silence_ms`: the silence rule."""
+    `max_silence_ms`: a time-out."""
 
     name = "text"
 
-    def __init__(self, owner: SmartTurn) -> None:
-        self.owner = owner
-        self.min_silence_ms, self.max_silence_ms = 200, 1600
+    def __init__(self) -> None:
+        super().__init__(ALONE)
 
     def decide(self, text: str | None = None) -> Any:
         class _D(Decision):
@@ -132,7 +133,7 @@ class Transcripts:
 
     def __init__(self, narrowband: bool = False) -> None:
         self.stt = WhisperSTT(threads=2)
-        # decoded as a phone call's pauses are: from the 15 s window (30 s until stop 43)
+        # decoded as a phone call's pauses are: from the 15 s window
         self.first = RETRY_MIN_FRAMES if narrowband else SHORT_MIN_FRAMES
         self.cache: dict[bytes, tuple[str, float]] = {}
         self.loop = asyncio.new_event_loop()
@@ -150,7 +151,7 @@ def run_sample(
     pcm: np.ndarray, eot: EndOfTurn, texts: Transcripts | None, clock: list[float]
 ) -> list[int]:
     """The frame indices at which turns ended."""
-    det = TurnDetector(create_vad("webrtc", 3), silence_ms=400, end_of_turn=eot)
+    det = TurnDetector(create_vad("webrtc", 3), TurnConfig(silence_ms=400), eot)
     audio = np.concatenate([pcm, np.zeros(16000 * 2, dtype="<i2")]).tobytes()
     ends: list[int] = []
     due: list[tuple[int, int, str]] = []  # (frame, pause, text)
@@ -173,7 +174,8 @@ def run_sample(
 
 def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        f"vad_{ms}": (lambda ms=ms: SilenceRule(ms)) for ms in (200, 300, 400, 500, 800, 1000)
+        f"vad_{ms}": (lambda ms=ms: SilenceRule(TurnConfig(silence_ms=ms)))
+        for ms in (200, 300, 400, 500, 800, 1000)
     }
     out = {k: (v, False) for k, v in out.items()}
     if model is None:
@@ -189,27 +191,23 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         first_ms: int = 200,
         text_first: bool = True,
         defer_model: bool = True,
-        deadline: float | None = 400,
-        unsure: float | None = None,
+        auto: bool = False,
     ) -> SmartTurn:
-        return SmartTurn(
-            model,
-            unsure_ms=unsure,
+        config = TurnConfig(  # silence_ms 400: the deadline, as the gateway's
             min_silence_ms=first_ms,
             text_first=text_first,
             defer_model=defer_model,
             threshold=thr,
             use_text=use_text,
             text_wait_ms=wait,
-            fade_db=fade,
+            fade_db=fade or 0.0,
             sentence_ms=sentence,
-            deadline_ms=deadline,  # as the gateway: VG_ENDPOINT_SILENCE_MS
-            clock=clk,
         )
+        return (AutoTurn if auto else SmartTurn)(model, config, clock=clk)
 
     for thr in (0.3, 0.5, 0.7, 0.9):
         out[f"smart_audio_{thr}"] = (lambda t=thr: smart(t, False, 0), False)
-    out["text"] = (lambda: TextOnly(smart(0.5, True, 0)), True)
+    out["text"] = (lambda: TextOnly(), True)
     for thr in (0.5, 0.7):
         for wait in (0, 250, 500):
             out[f"smart_text_{thr}_{wait}"] = (lambda t=thr, w=wait: smart(t, True, w), True)
@@ -222,7 +220,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
                 lambda w=wait, d=db: smart(0.5, True, w, d),
                 True,
             )
-    out["smart_text_fade_0.5_400_-21_model_at_200"] = (  # until stop 37: not deferred
+    out["smart_text_fade_0.5_400_-21_model_at_200"] = (  # the model not deferred
         lambda: smart(0.5, True, 400, -21, defer_model=False),
         True,
     )
@@ -242,7 +240,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
         )
     for ms in (0, 300, AUTO_SENTENCE_MS):  # `auto`: the voice's "not done" ends at 400 ms
         out["auto" if ms == AUTO_SENTENCE_MS else f"auto_sentence_{ms}"] = (
-            lambda m=ms: smart(0.5, True, 400, -21, m, unsure=400),
+            lambda m=ms: smart(0.5, True, 400, -21, m, auto=True),
             True,
         )
     return out

@@ -13,6 +13,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agents.llm.providers import ProviderEndpoint
+from voice_gateway.turns.config import Detection, setting_field
 
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
@@ -140,29 +141,21 @@ class Settings(BaseSettings):
 
     # Voice pipeline
     voice: bool = True  # load STT/TTS/VAD at start (False: text API only)
-    endpoint_silence_ms: int = 400
-    min_speech_ms: int = 200
-    # Turn-taking (docs/operations.md "Turn-taking")
-    # auto: smart's signals within the silence rule's time: only words that run on hold a turn
-    # past it (docs/operations.md "Turn-taking"); vad on every call in stop 47, smart on phone
-    # calls in stops 42-46
-    turn_detection: Literal["auto", "vad", "smart"] = "auto"
-    turn_min_silence_ms: int = Field(200, ge=60, le=2000)  # smart: the pause the model judges
-    turn_max_silence_ms: int = Field(1600, ge=200, le=5000)  # smart: longest wait on "not done"
-    turn_threshold: float = Field(0.5, gt=0.0, lt=1.0)
-    turn_workers: int = Field(2, ge=1, le=16)  # end-of-turn model threads per process
-    turn_budget_ms: int = Field(300, ge=20, le=2000)  # a slower verdict falls back to silence
-    # smart: how long "done" waits for a transcript being decoded that will be the turn's
-    turn_text_wait_ms: int = Field(400, ge=0, le=2000)
-    # smart: ... and the model is asked only if that transcript cannot tell (decision.py step 0)
-    turn_defer_model: bool = True
-    # smart: "done" also needs the voice faded this far (dB) at its last sound; 0 = not asked
-    turn_fade_db: float = Field(-21.0, ge=-60.0, le=0.0)
-    # a finished sentence in the transcript ends the turn after this silence; 0 = never;
-    # unset: never for smart, AUTO_SENTENCE_MS for auto
-    turn_sentence_ms: int | None = Field(None, ge=0, le=5000)
-    # smart: the model runs on a window cut to the utterance + 2 s (endpoint/window.py), not 8 s
-    turn_window: bool = True
+    # Turn-taking: the fields of voice_gateway/turns/config.py `TurnConfig` (default, bounds
+    # and description there; a call's own options are held to the same bounds)
+    endpoint_silence_ms: int = setting_field("silence_ms")
+    min_speech_ms: int = setting_field("min_speech_ms")
+    turn_detection: Detection = setting_field("detection")
+    turn_min_silence_ms: int = setting_field("min_silence_ms")
+    turn_max_silence_ms: int = setting_field("max_silence_ms")
+    turn_threshold: float = setting_field("threshold")
+    turn_workers: int = setting_field("model_workers")
+    turn_budget_ms: int = setting_field("budget_ms")
+    turn_text_wait_ms: int = setting_field("text_wait_ms")
+    turn_defer_model: bool = setting_field("defer_model")
+    turn_fade_db: float = setting_field("fade_db")
+    turn_sentence_ms: int | None = setting_field("sentence_ms")
+    turn_window: bool = setting_field("model_window")
     backchannels: str = (
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
         "all right,uh,um,oh,ah,cool,great,nice,exactly,true"

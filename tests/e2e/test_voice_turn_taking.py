@@ -21,9 +21,9 @@ from tests.support.phone import PhoneGateway, TwilioCall, parse_twiml, phone_gat
 from tests.support.servers import ServerThread
 from tests.support.speech import silence, speak
 from tests.support.voice_client import VoiceClient
-from voice_gateway.endpoint.base import VerdictSource
-from voice_gateway.endpoint.smart import MODEL_PACKAGE, find_model
 from voice_gateway.stt.whisper import WhisperStream
+from voice_gateway.turns.model import MODEL_PACKAGE, find_model
+from voice_gateway.turns.policy import VerdictSource
 
 LONG_REPLY = " ".join(
     f"Here is sentence number {w} of a rather long answer about tea."

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.real_speech import conversation, ended_turns
-from voice_gateway.endpoint.prosody import drop_db
+from voice_gateway.turns.fade import drop_db
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""voice_gateway/endpoint: the end-of-turn policies behind TurnDetector (the silence rule,
+"""voice_gateway/turns: the end-of-turn policies behind TurnDetector (the silence rule,
 Smart Turn with the speculative transcript), its features, its fallbacks, and the text rule.
 
 The detector timeline is exact (EnergyVAD, as in test_turn.py); the model is the real
@@ -11,18 +11,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_turn import QUIET, SPEECH, EnergyVAD, kinds
-from voice_gateway.endpoint import smart as smart_mod
-from voice_gateway.endpoint.base import SilenceRule
-from voice_gateway.endpoint.features import N_FRAMES, RecentPcm, batch_features, window_features
-from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
-from voice_gateway.endpoint.text import text_complete
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
+from voice_gateway.turns import model as model_mod
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import SpeechStopped
+from voice_gateway.turns.features import N_FRAMES, RecentPcm, batch_features, window_features
+from voice_gateway.turns.model import MODEL_PACKAGE, SmartTurnModel, find_model
+from voice_gateway.turns.policies import SilenceRule, SmartTurn
+from voice_gateway.turns.transcript import text_complete
 
 
 class Scripted(SmartTurnModel):
@@ -63,9 +67,13 @@ def feed_wall(det: TurnDetector, pattern: list[tuple[bytes, int]]) -> list[tuple
     return out
 
 
-def smart(model: SmartTurnModel, **kw: object) -> TurnDetector:
-    eot = SmartTurn(model, min_silence_ms=200, max_silence_ms=1000, **kw)  # type: ignore[arg-type]
-    return TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, end_of_turn=eot)
+def smart(model: SmartTurnModel, busy: Callable[[], bool] | None = None, **kw: Any) -> TurnDetector:
+    """`smart` on `model` with TurnConfig fields `kw` over these: asked at 200 ms, holding to
+    1000 ms, the fade not asked, no deadline (`model_deadline=True`: the silence rule's 400 ms);
+    `busy`: the process's cores are taken."""
+    base = {"min_silence_ms": 200, "max_silence_ms": 1000, "fade_db": 0.0, "model_deadline": False}
+    config = TurnConfig(**{**base, **kw})
+    return TurnDetector(EnergyVAD(), config, SmartTurn(model, config, busy=busy))
 
 
 def stop_of(events: list[tuple[int, object]]) -> tuple[int, SpeechStopped]:
@@ -76,8 +84,9 @@ def stop_of(events: list[tuple[int, object]]) -> tuple[int, SpeechStopped]:
 
 @pytest.mark.parametrize("make", ["silence", "smart"])
 def test_each_policy_gives_the_same_event_sequence(make: str) -> None:
-    eot = SilenceRule(400) if make == "silence" else SmartTurn(Scripted(0.9), use_text=False)
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, end_of_turn=eot)
+    config = TurnConfig(use_text=False, fade_db=0.0, model_deadline=False)
+    eot = SilenceRule(config) if make == "silence" else SmartTurn(Scripted(0.9), config)
+    det = TurnDetector(EnergyVAD(), config, eot)
     events = feed_wall(det, [(QUIET, 5), (SPEECH, 30), (QUIET, 40)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]  # type: ignore[arg-type]
 
@@ -196,11 +205,12 @@ def test_missing_model_file_warns_once_and_uses_vad(
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
     from voice_gateway.settings import Settings
 
-    monkeypatch.setattr(smart_mod, "find_model", lambda: None)
+    monkeypatch.setattr(model_mod, "find_model", lambda: None)
     services = VoiceServices(Settings(), None, None, PhraseCache(None))  # type: ignore[arg-type]
+    config = TurnConfig.from_settings(services.settings, detection="smart")
     with caplog.at_level(logging.WARNING):
-        first = services.new_end_of_turn("smart")
-        second = services.new_end_of_turn("smart")
+        first = services.new_end_of_turn(config)
+        second = services.new_end_of_turn(config)
     assert isinstance(first, SilenceRule) and isinstance(second, SilenceRule)
     warnings = [r for r in caplog.records if MODEL_PACKAGE in r.getMessage()]
     assert len(warnings) == 1 and "--no-deps" in warnings[0].getMessage()

@@ -1,9 +1,9 @@
-"""`auto` (SmartTurn with `unsure_ms`, the silence rule's time): smart's signals can end a turn
-sooner than `vad` would (the model's "done" on a faded voice, a finished sentence at 340 ms),
-and only words that run on keep it open past the silence rule; a "not done" from the voice
-alone (the model's low score, a voice that did not fade) ends at 400 ms, where `smart` waits
-its maximum. The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real
-time); the policy as the gateway builds it (VoiceServices.new_end_of_turn)."""
+"""`auto` (AutoTurn: a "not done" of the voice alone ends at the silence rule's time): smart's
+signals can end a turn sooner than `vad` would (the model's "done" on a faded voice, a finished
+sentence at 340 ms), and only words that run on keep it open past the silence rule; a "not done"
+from the voice alone (the model's low score, a voice that did not fade) ends at 400 ms, where
+`smart` waits its maximum. The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames
+in real time); the policy as the gateway builds it (VoiceServices.new_end_of_turn)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from tests.support.fault_providers import Faults, FaultSTT
 from tests.unit.test_end_of_turn import Scripted
 from tests.unit.test_end_of_turn_text_wait import pause_then_text
 from tests.unit.test_turn import EnergyVAD
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.smart import SmartTurn
 from voice_gateway.pipeline.services import VoiceServices
-from voice_gateway.pipeline.turn import TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.policies import SmartTurn
+
+AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
 
 
 def detector(policy: str, model: Scripted, **settings: Any) -> TurnDetector:
@@ -27,9 +29,10 @@ def detector(policy: str, model: Scripted, **settings: Any) -> TurnDetector:
     stt = FaultSTT(Faults())  # (its backlog: none, so the model is never "busy")
     services = VoiceServices(settings=s, stt=stt, tts=None, phrases=None)  # type: ignore[arg-type]
     services.turn_model, services._turn_model_tried = model, True
-    eot = services.new_end_of_turn(policy)
+    eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection=policy))
     assert isinstance(eot, SmartTurn) and eot.name == policy
-    return TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, end_of_turn=eot)
+    assert (eot.config.silence_ms, eot.config.min_speech_ms) == (400, 200)
+    return TurnDetector(EnergyVAD(), eot.config, eot)
 
 
 def test_a_doubtful_voice_ends_at_the_silence_rules_time() -> None:

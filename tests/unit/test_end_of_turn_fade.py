@@ -1,4 +1,4 @@
-"""endpoint/prosody.py, the voice's final fade, and how SmartTurn combines it with the model
+"""turns/fade.py, the voice's final fade, and how SmartTurn combines it with the model
 and the transcript (the detector timeline of test_end_of_turn.py: EnergyVAD, 20 ms frames)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pytest
 
 from tests.unit.test_end_of_turn import Scripted, feed_wall, smart, stop_of
 from tests.unit.test_turn import QUIET
-from voice_gateway.endpoint.decision import sentence_done
-from voice_gateway.endpoint.prosody import TailEnergy, faded
-from voice_gateway.endpoint.smart import combine
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.decision import combine, sentence_done
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import SpeechStopped
+from voice_gateway.turns.fade import TailEnergy, faded
 
 
 def level(amplitude: float) -> bytes:
@@ -147,7 +148,7 @@ def test_a_transcript_that_arrived_is_not_waited_for_again() -> None:
     assert stop.end_of_turn_ms <= 300
 
 
-# ---- the graded wait (endpoint/decision.py) ---------------------------------------------------
+# ---- the graded wait (turns/decision.py) ---------------------------------------------------
 
 STEP = [level(0.3 * 10 ** (-17 / 20))] * 6  # 120 ms at -17 dB: a fade between -14 and -21 dB
 
@@ -227,8 +228,8 @@ def test_the_defaults_are_the_measured_rule() -> None:
 
 
 def test_the_settings_reach_each_calls_detector() -> None:
-    from voice_gateway.endpoint.smart import SmartTurn
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+    from voice_gateway.turns.policies import SmartTurn
 
     s = Settings(
         turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120, turn_defer_model=False
@@ -236,13 +237,13 @@ def test_the_settings_reach_each_calls_detector() -> None:
     services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
-    eot = services.new_end_of_turn("smart")
+    eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection="smart"))
     assert isinstance(eot, SmartTurn)
-    assert (eot.fade_db, eot.sentence_ms, eot.text_wait_ms) == (-18.0, 900, 120)
-    assert eot.defer_model is False
+    assert (eot.config.fade_db, eot.sentence_ms, eot.config.text_wait_ms) == (-18.0, 900, 120)
+    assert eot.config.defers_model is False
 
 
-# ---- step 0: a faded voice and a transcript already there (endpoint/decision.py) -------------
+# ---- step 0: a faded voice and a transcript already there (turns/decision.py) -------------
 
 
 def fade_then_transcribe(det: TurnDetector, text: str, at: int = 4) -> SpeechStopped:
@@ -283,8 +284,8 @@ def test_run_on_words_wait_without_asking_the_model() -> None:
     ("text", "at", "text_first"),
     [
         ("10 of clubs", 4, True),  # the words cannot tell: the model decides
-        # tiny.en's finished command in lower case, no full stop: until stop 40 read as running
-        # on, and the turn waited the max whatever the model said
+        # tiny.en's finished command in lower case, no full stop: not read as running on
+        # (which would wait the max whatever the model said)
         ("go forward 10 meters", 4, True),
         ("Go somewhere and do something.", 12, True),  # decoded after the decision: too late
         ("Go somewhere and do something.", 4, False),  # step 0 switched off

@@ -1,4 +1,4 @@
-"""voice_gateway/endpoint/int8.py: Smart Turn's int8 weights stored unsigned, so that x86
+"""voice_gateway/turns/int8.py: Smart Turn's int8 weights stored unsigned, so that x86
 processors without VNNI run kernels that do not saturate. The real model on the real
 recordings (skipped, saying why, without them) against the same graph run in float."""
 
@@ -11,9 +11,9 @@ import pytest
 from onnx import numpy_helper
 
 from tests.support.real_speech import MISSING, clips, speech_span
-from voice_gateway.endpoint.features import N_FRAMES, window_features
-from voice_gateway.endpoint.int8 import for_this_cpu, needs_unsigned, unsigned_weights
-from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurnModel, find_model
+from voice_gateway.turns.features import N_FRAMES, window_features
+from voice_gateway.turns.int8 import for_this_cpu, needs_unsigned, unsigned_weights
+from voice_gateway.turns.model import MODEL_PACKAGE, SmartTurnModel, find_model
 
 model_path = find_model()
 needs_model = pytest.mark.skipif(

@@ -1,5 +1,5 @@
 """A "done" from the voice waits for the pause's transcript when that transcript is being decoded
-and will be the turn's (endpoint/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
+and will be the turn's (turns/decision.py, `VG_TURN_TEXT_WAIT_MS`): on a busy gateway the
 decode comes after the 200 ms decision, and without the wait the transcript's veto was lost.
 The detector timeline of test_end_of_turn.py (EnergyVAD, 20 ms frames in real time)."""
 
@@ -13,8 +13,10 @@ import pytest
 from tests.unit.test_end_of_turn import Scripted, smart
 from tests.unit.test_end_of_turn_fade import FADE, STEADY
 from tests.unit.test_turn import QUIET, EnergyVAD
-from voice_gateway.pipeline.turn import PauseStarted, SpeechStopped, TurnDetector
 from voice_gateway.settings import Settings
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import PauseStarted, SpeechStopped
 
 
 def pause_then_text(
@@ -55,9 +57,8 @@ def test_run_on_words_decoded_after_the_decision_still_keep_the_turn_open(defer:
 
 
 def test_without_a_transcript_on_its_way_the_voice_decides_at_once() -> None:
-    """The same late transcript, not announced (a vendor that does not speculate; until stop
-    42 also a narrowband call, whose final text was decoded again): the model's "done" ends
-    the turn at 200 ms, as before; the run-on words come too late to count."""
+    """The same late transcript, not announced (a vendor that does not speculate): the model's
+    "done" ends the turn at 200 ms; the run-on words come too late to count."""
     det = smart(Scripted(0.95), fade_db=-14.0, text_wait_ms=400)
     stop = pause_then_text(det, "My number is five five five", at=16, expect=False)
     assert stop.verdict is not None and stop.verdict.complete is True
@@ -74,8 +75,8 @@ def test_a_finished_sentence_decoded_late_ends_the_turn_when_it_arrives() -> Non
 
 
 def test_a_finished_sentence_decoded_late_overrules_a_doubtful_voice() -> None:
-    """The model asked at 200 ms (not deferred) scores the faded voice 0.1: before stop 37 the
-    turn then waited the full 1000 ms whatever the words said once decoded."""
+    """The model asked at 200 ms (not deferred) scores the faded voice 0.1: the words decoded
+    later still end the turn (were they only a veto, it would wait the full 1000 ms)."""
     model = Scripted(0.1)
     det = smart(model, fade_db=-14.0, text_wait_ms=400, defer_model=False)
     stop = pause_then_text(det, "Go somewhere and do something.", at=16)
@@ -144,7 +145,7 @@ def test_a_transcript_withdrawn_during_the_wait_is_no_longer_waited_for() -> Non
 
 
 def test_the_silence_rule_never_waits_for_text() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200))
     stop = pause_then_text(det, None, at=0)
     assert stop.end_of_turn_ms == 400 and stop.verdict is not None
     assert stop.verdict.source == "silence"
@@ -159,20 +160,20 @@ async def test_follow_gives_the_decoded_text_and_announces_it_only_when_final() 
         assert det.pauses == 1
         spec: asyncio.Future[str] = loop.create_future()
         det.follow(det.pauses, spec, final=final)
-        assert det._text_expected is final
+        assert det.pause.text_expected is final
         spec.set_result("My number is five five five")
         await asyncio.sleep(0)
-        assert det._pause_text == "My number is five five five"
+        assert det.pause.text == "My number is five five five"
     cancelled: asyncio.Future[str] = loop.create_future()
     det = smart(Scripted(0.95), fade_db=-14.0)
     for frame in [STEADY] * 30 + FADE + [QUIET] * 3:
         det.feed(frame)
     det.follow(det.pauses, cancelled, final=True)
-    assert det._text_expected
+    assert det.pause.text_expected
     cancelled.cancel()
     await asyncio.sleep(0)
-    assert det._pause_text is None  # a decode cancelled (a barge-in check's took its place)
-    assert not det._text_expected  # gives nothing, and is no longer waited for
+    assert det.pause.text is None  # a decode cancelled (a barge-in check's took its place)
+    assert not det.pause.text_expected  # gives nothing, and is no longer waited for
 
 
 def test_speech_after_the_pause_forgets_the_announced_transcript() -> None:
@@ -180,11 +181,11 @@ def test_speech_after_the_pause_forgets_the_announced_transcript() -> None:
     for frame in [STEADY] * 30 + [QUIET] * 3:
         det.feed(frame)
     det.expect_text(det.pauses)
-    assert det._text_expected
+    assert det.pause.text_expected
     det.feed(STEADY)
-    assert not det._text_expected
+    assert not det.pause.text_expected
     det.expect_text(det.pauses)  # an old pause's announcement, in speech: ignored
-    assert not det._text_expected
+    assert not det.pause.text_expected
 
 
 @pytest.mark.parametrize("bad", [-1, 2001])

@@ -1,4 +1,4 @@
-"""voice_gateway/endpoint/window.py: Smart Turn's graph cut to narrower windows. The real model
+"""voice_gateway/turns/window.py: Smart Turn's graph cut to narrower windows. The real model
 file on real recorded speech (skipped, saying why, without them); a graph of another shape is
 refused with one warning and the model keeps its 8 s window."""
 
@@ -14,11 +14,13 @@ from onnx import TensorProto, helper
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.unit.test_end_of_turn import QUIET, SPEECH, EnergyVAD, Scripted
-from voice_gateway.endpoint.features import N_FRAMES, columns_of, window_features
-from voice_gateway.endpoint.int8 import for_this_cpu
-from voice_gateway.endpoint.smart import MODEL_PACKAGE, SmartTurn, SmartTurnModel, find_model
-from voice_gateway.endpoint.window import CONTEXT, WIDTHS, cut_model, cut_models, window_for
-from voice_gateway.pipeline.turn import TurnDetector
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.features import N_FRAMES, columns_of, window_features
+from voice_gateway.turns.int8 import for_this_cpu
+from voice_gateway.turns.model import MODEL_PACKAGE, SmartTurnModel, find_model
+from voice_gateway.turns.policies import SmartTurn
+from voice_gateway.turns.window import CONTEXT, WIDTHS, cut_model, cut_models, window_for
 
 model_path = find_model()
 needs_model = pytest.mark.skipif(
@@ -88,7 +90,7 @@ def test_another_graph_keeps_the_8_s_window_with_one_warning(
     )
     path = tmp_path / "other.onnx"
     onnx.save(helper.make_model(graph), str(path))
-    with caplog.at_level(logging.WARNING, logger="voice_gateway.endpoint.window"):
+    with caplog.at_level(logging.WARNING, logger="voice_gateway.turns.window"):
         assert cut_models(path) == {}
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "full 8 s window" in warnings[0].getMessage()
@@ -106,8 +108,8 @@ def test_a_pause_asks_the_model_with_the_utterances_length() -> None:
         return scripted_probability(pcm16)
 
     model.probability = probability  # type: ignore[method-assign]
-    eot = SmartTurn(model, use_text=False)
-    det = TurnDetector(EnergyVAD(), silence_ms=400, end_of_turn=eot)
+    config = TurnConfig(use_text=False, fade_db=0.0, model_deadline=False)  # the voice alone
+    det = TurnDetector(EnergyVAD(), config, SmartTurn(model, config))
     for frame in [QUIET] * 15 + [SPEECH] * 50 + [QUIET] * 30:
         det.feed(frame)
     assert len(widths) == 1 and 130 <= widths[0] <= 160, widths

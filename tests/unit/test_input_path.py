@@ -16,8 +16,10 @@ import pytest
 from voice_gateway.echo.base import NoCanceller
 from voice_gateway.pipeline.input import InputPath
 from voice_gateway.pipeline.overlap import BargeIn, BargeInRules
-from voice_gateway.pipeline.turn import TurnDetector, TurnEvent
 from voice_gateway.stt.base import STTStream
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import TurnEvent
 from voice_gateway.vad.base import VAD
 
 
@@ -63,7 +65,7 @@ def call_audio(rate: int) -> list[bytes]:
 
 
 async def run(rate: int, *, sink: bool, stt_now: bool) -> tuple[bytes, list[str], int]:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200))
     stt = RecordingSTT(stt_now)
     rules = BargeInRules(360, 1000, frozenset(), False)
     events: list[str] = []
@@ -97,7 +99,7 @@ async def test_both_ways_in_give_stt_and_the_call_the_same(rate: int, stt_now: b
 
 
 async def test_odd_sizes_go_through_the_reader_and_are_cut_into_frames() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200))
     stt = RecordingSTT(False)
     barge = BargeIn(BargeInRules(360, 1000, frozenset(), False), det, stt, Tasks())
 

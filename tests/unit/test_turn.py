@@ -1,4 +1,4 @@
-"""pipeline/turn.py: endpointing after silence, minimum speech length, false starts, pre-roll.
+"""turns/detector.py: endpointing after silence, minimum speech length, false starts, pre-roll.
 
 Most tests drive the detector with a VAD subclass that calls any non-zero frame speech, so the
 timeline is exact; the last ones use webrtcvad on real espeak-ng speech."""
@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 
 from tests.support.speech import frames, noise_burst, rms_dbfs, silence, speak
-from voice_gateway.endpoint.base import Decision, EndOfTurn, Verdict
-from voice_gateway.pipeline.turn import (
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import (
     FalseStart,
     PauseStarted,
     SpeechConfirmed,
     SpeechStarted,
     SpeechStopped,
-    TurnDetector,
     TurnEvent,
 )
+from voice_gateway.turns.policy import DecidingPolicy, Decision, Verdict
 from voice_gateway.vad import create_vad
 from voice_gateway.vad.base import VAD
 
@@ -52,7 +53,7 @@ def kinds(events: list[tuple[int, TurnEvent]]) -> list[str]:
 
 @pytest.mark.parametrize("silence_ms", [200, 400, 800])
 def test_turn_ends_after_the_configured_silence(silence_ms: int) -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=silence_ms, min_speech_ms=200)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=silence_ms, min_speech_ms=200))
     events = run(det, [(QUIET, 10), (SPEECH, 30), (QUIET, 60)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
     (i_start, started), (_, confirmed), (i_stop, stopped) = events
@@ -66,7 +67,7 @@ def test_turn_ends_after_the_configured_silence(silence_ms: int) -> None:
 
 
 def test_a_pause_shorter_than_the_silence_does_not_end_the_turn() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200))
     events = run(det, [(SPEECH, 20), (QUIET, 19), (SPEECH, 20), (QUIET, 20)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
     stopped = events[-1][1]
@@ -75,7 +76,7 @@ def test_a_pause_shorter_than_the_silence_does_not_end_the_turn() -> None:
 
 @pytest.mark.parametrize("min_speech_ms", [100, 200, 400])
 def test_confirmation_waits_for_the_minimum_speech(min_speech_ms: int) -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=min_speech_ms)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=min_speech_ms))
     events = run(det, [(SPEECH, 40), (QUIET, 30)])
     confirmed = [(i, ev) for i, ev in events if isinstance(ev, SpeechConfirmed)]
     assert len(confirmed) == 1
@@ -84,7 +85,9 @@ def test_confirmation_waits_for_the_minimum_speech(min_speech_ms: int) -> None:
 
 
 def test_speech_shorter_than_the_minimum_is_a_false_start() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, false_start_gap_ms=200)
+    det = TurnDetector(
+        EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200, false_start_gap_ms=200)
+    )
     events = run(det, [(QUIET, 5), (SPEECH, 5), (QUIET, 30)])
     assert kinds(events) == ["SpeechStarted", "FalseStart"]
     (_, started), (i_false, false) = events
@@ -98,14 +101,16 @@ def test_speech_shorter_than_the_minimum_is_a_false_start() -> None:
 
 
 def test_voiced_frames_separated_by_short_gaps_add_up_to_speech() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, false_start_gap_ms=200)
+    det = TurnDetector(
+        EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200, false_start_gap_ms=200)
+    )
     # 5 voiced frames, a 100 ms gap (under the false-start gap), 5 more: 200 ms voiced
     events = run(det, [(SPEECH, 5), (QUIET, 5), (SPEECH, 5), (QUIET, 25)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
 
 
 def test_audio_carries_the_preroll_and_a_little_trailing_silence() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, preroll_ms=300)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200, preroll_ms=300))
     events = run(det, [(QUIET, 50), (SPEECH, 30), (QUIET, 20)])
     confirmed = next(ev for _, ev in events if isinstance(ev, SpeechConfirmed))
     stopped = next(ev for _, ev in events if isinstance(ev, SpeechStopped))
@@ -118,7 +123,7 @@ def test_audio_carries_the_preroll_and_a_little_trailing_silence() -> None:
 
 
 def test_timeline_follows_frames_of_other_sizes() -> None:
-    det = TurnDetector(EnergyVAD(), silence_ms=300, min_speech_ms=120, frame_ms=30)
+    det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=300, min_speech_ms=120, frame_ms=30))
     speech30, quiet30 = SPEECH + SPEECH[:320], bytes(960)
     events = run(det, [(quiet30, 4), (speech30, 10), (quiet30, 12)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
@@ -142,7 +147,7 @@ def feed_pcm(det: TurnDetector, pcm: np.ndarray) -> list[TurnEvent]:
 
 def test_real_speech_is_one_turn_ending_after_the_silence() -> None:
     speech = speak("Hello, my name is Alice and I would like some green tea please.")
-    det = TurnDetector(create_vad("webrtc", 3), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(create_vad("webrtc", 3), TurnConfig(silence_ms=400, min_speech_ms=200))
     events = feed_pcm(det, np.concatenate([silence(500), speech, silence(1000)]))
     assert [type(e).__name__ for e in events] == [
         "SpeechStarted",
@@ -159,7 +164,7 @@ def test_real_speech_is_one_turn_ending_after_the_silence() -> None:
 
 
 def test_real_noise_burst_and_silence_are_not_turns() -> None:
-    det = TurnDetector(create_vad("webrtc", 3), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(create_vad("webrtc", 3), TurnConfig(silence_ms=400, min_speech_ms=200))
     assert feed_pcm(det, silence(1000)) == []
     # faint noise may flicker the VAD (a false start at most), never a turn
     faint = feed_pcm(det, np.concatenate([noise_burst(500, dbfs=-50), silence(800)]))
@@ -168,15 +173,16 @@ def test_real_noise_burst_and_silence_are_not_turns() -> None:
     assert not any(isinstance(e, SpeechConfirmed | SpeechStopped) for e in burst)
 
 
-class SlowModel(EndOfTurn):
+class SlowModel(DecidingPolicy):
     """A model policy whose verdict comes `late_polls` frames after the pause reaches
-    `min_silence_ms` (None: never), like Smart Turn on a loaded machine."""
+    `min_silence_ms` (200 ms; None: never), like Smart Turn on a loaded machine; no deadline,
+    its longest wait 1600 ms."""
 
     name = "smart"
-    min_silence_ms, max_silence_ms = 200, 1600
 
-    def __init__(self, late_polls: int | None, verdict: Verdict) -> None:
-        self.late_polls, self.verdict = late_polls, verdict
+    def __init__(self, config: TurnConfig, late_polls: int | None, verdict: Verdict) -> None:
+        super().__init__(config)
+        self.late_polls, self.late_verdict = late_polls, verdict
 
     def decide(self, text: str | None = None) -> Decision:
         owner = self
@@ -188,7 +194,7 @@ class SlowModel(EndOfTurn):
                 self.polls += 1
                 if owner.late_polls is None or self.polls <= owner.late_polls:
                     return None
-                return owner.verdict
+                return owner.late_verdict
 
         return Late()
 
@@ -197,8 +203,9 @@ def test_a_model_still_judging_at_the_silence_rules_time_is_waited_for() -> None
     # the verdict comes 300 ms into the pause (100 ms after the model started), past the
     # silence rule's 200 ms: "not done" keeps the turn open through the 600 ms pause (the
     # model's own budget, VG_TURN_BUDGET_MS, is what bounds the wait, not the silence rule)
-    eot = SlowModel(5, Verdict(False, "model", 0.1))
-    det = TurnDetector(EnergyVAD(), silence_ms=200, min_speech_ms=200, end_of_turn=eot)
+    config = TurnConfig(silence_ms=200, max_silence_ms=1600, model_deadline=False)
+    eot = SlowModel(config, 5, Verdict(False, "model", 0.1))
+    det = TurnDetector(EnergyVAD(), config, eot)
     events = run(det, [(QUIET, 5), (SPEECH, 20), (QUIET, 30), (SPEECH, 20), (QUIET, 100)])
     assert kinds(events) == ["SpeechStarted", "SpeechConfirmed", "SpeechStopped"]
     stopped = events[-1][1]
@@ -208,8 +215,9 @@ def test_a_model_still_judging_at_the_silence_rules_time_is_waited_for() -> None
 
 
 def test_a_model_that_never_answers_ends_the_turn_at_the_longest_wait() -> None:
-    eot = SlowModel(None, Verdict(True, "model", 0.9))
-    det = TurnDetector(EnergyVAD(), silence_ms=400, min_speech_ms=200, end_of_turn=eot)
+    config = TurnConfig(silence_ms=400, max_silence_ms=1600, model_deadline=False)
+    eot = SlowModel(config, None, Verdict(True, "model", 0.9))
+    det = TurnDetector(EnergyVAD(), config, eot)
     events = run(det, [(QUIET, 5), (SPEECH, 20), (QUIET, 100)])
     stopped = events[-1][1]
     assert isinstance(stopped, SpeechStopped) and stopped.end_of_turn_ms == 1600

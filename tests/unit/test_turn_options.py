@@ -1,4 +1,4 @@
-"""The call's turn-taking options (pipeline/overlap.py `turn_options`): the `auto` defaults by
+"""The call's turn-taking options (turns/options.py `turn_options`): the `auto` defaults by
 kind of call (echo cancellation on phone calls, not elsewhere; `auto` on every call), what the
 gateway's settings force, and session.start / Twilio stream parameters over both."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from voice_gateway.pipeline.overlap import turn_options
 from voice_gateway.settings import Settings
+from voice_gateway.turns.options import turn_options
 
 
 def options(source: str, extra: dict[str, Any] | None = None, **settings: Any) -> Any:
@@ -17,39 +17,44 @@ def options(source: str, extra: dict[str, Any] | None = None, **settings: Any) -
     return turn_options(Settings(**values), source, extra or {})
 
 
+def waits(got: Any) -> tuple[str, int, int]:
+    """The call's policy and its two waits."""
+    return got.config.detection, got.config.silence_ms, got.config.max_silence_ms
+
+
 def test_the_default_is_auto_with_echo_cancellation_on_phone_calls() -> None:
     assert Settings(database_url="sqlite+aiosqlite:///:memory:").turn_detection == "auto"
     phone, errors = options("phone")
-    assert (phone.detection, phone.echo, errors) == ("auto", True, [])
+    assert (phone.config.detection, phone.echo, errors) == ("auto", True, [])
     browser, errors = options("voice")
-    assert (browser.detection, browser.echo, errors) == ("auto", False, [])
+    assert (browser.config.detection, browser.echo, errors) == ("auto", False, [])
 
 
 @pytest.mark.parametrize("forced", ["vad", "smart", "auto"])
 def test_the_setting_forces_one_policy_on_every_call(forced: str) -> None:
     for source in ("phone", "voice"):
         got, _ = options(source, turn_detection=forced)
-        assert got.detection == forced
+        assert got.config.detection == forced
 
 
 def test_the_call_asks_over_the_default() -> None:
     # a Twilio stream parameter (a string) or session.start
     got, errors = options("phone", {"turn_detection": "vad", "echo_cancellation": "false"})
-    assert (got.detection, got.echo, errors) == ("vad", False, [])
+    assert (got.config.detection, got.echo, errors) == ("vad", False, [])
     got, errors = options("voice", {"turn_detection": "smart"})
-    assert (got.detection, errors) == ("smart", [])
+    assert (got.config.detection, errors) == ("smart", [])
     got, errors = options("voice", {"turn_detection": "auto"}, turn_detection="vad")
-    assert (got.detection, errors) == ("auto", [])  # a call may ask for the default policy
+    assert (got.config.detection, errors) == ("auto", [])  # a call may ask for the default policy
 
 
 def test_a_bad_option_keeps_the_call_s_own_default() -> None:
     got, errors = options("phone", {"turn_detection": "psychic"}, turn_detection="smart")
-    assert got.detection == "smart"
+    assert got.config.detection == "smart"
     assert errors == ["turn_detection must be one of auto, vad, smart"]
     got, errors = options("voice", {"turn_detection": "SMART"}, turn_detection="vad")
-    assert got.detection == "vad" and len(errors) == 1
+    assert got.config.detection == "vad" and len(errors) == 1
     got, errors = options("voice", {"turn_detection": True})
-    assert got.detection == "auto" and len(errors) == 1
+    assert got.config.detection == "auto" and len(errors) == 1
 
 
 def test_an_unknown_setting_is_refused() -> None:
@@ -61,12 +66,21 @@ def test_a_call_sets_its_own_waits() -> None:
     """session.start sends numbers, a Twilio stream parameter their digits; unset, the
     gateway's VG_ENDPOINT_SILENCE_MS / VG_TURN_MAX_SILENCE_MS."""
     got, errors = options("voice", endpoint_silence_ms=500, turn_max_silence_ms=1800)
-    assert (got.silence_ms, got.max_silence_ms, errors) == (500, 1800, [])
+    assert (got.config.silence_ms, got.config.max_silence_ms, errors) == (500, 1800, [])
     got, errors = options("voice", {"turn_silence_ms": 250, "turn_max_silence_ms": 900})
-    assert (got.silence_ms, got.max_silence_ms, errors) == (250, 900, [])
-    assert got.policy == ("auto", 250, 900)
+    assert (got.config.silence_ms, got.config.max_silence_ms, errors) == (250, 900, [])
+    assert (got.config.detection, got.config.silence_ms, got.config.max_silence_ms) == (
+        "auto",
+        250,
+        900,
+    )
     got, errors = options("phone", {"turn_silence_ms": " 700 ", "turn_detection": "vad"})
-    assert (got.detection, got.silence_ms, got.max_silence_ms, errors) == ("vad", 700, 1600, [])
+    assert (got.config.detection, got.config.silence_ms, got.config.max_silence_ms, errors) == (
+        "vad",
+        700,
+        1600,
+        [],
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,7 +101,11 @@ def test_a_call_sets_its_own_waits() -> None:
 )
 def test_a_bad_wait_is_refused_and_the_default_kept(name: str, value: Any) -> None:
     got, errors = options("voice", {name: value, "turn_detection": "smart"})
-    assert (got.detection, got.silence_ms, got.max_silence_ms) == ("smart", 400, 1600)
+    assert (got.config.detection, got.config.silence_ms, got.config.max_silence_ms) == (
+        "smart",
+        400,
+        1600,
+    )
     low, high = (100, 2000) if name == "turn_silence_ms" else (200, 5000)
     assert errors == [f"{name} must be a whole number of milliseconds, {low} to {high}"]
 
@@ -96,5 +114,5 @@ def test_one_bad_option_leaves_the_good_ones() -> None:
     got, errors = options(
         "voice", {"turn_silence_ms": 300, "turn_max_silence_ms": "soon", "echo_cancellation": True}
     )
-    assert (got.silence_ms, got.max_silence_ms, got.echo) == (300, 1600, True)
+    assert (got.config.silence_ms, got.config.max_silence_ms, got.echo) == (300, 1600, True)
     assert len(errors) == 1 and errors[0].startswith("turn_max_silence_ms")

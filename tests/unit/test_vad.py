@@ -10,7 +10,9 @@ import webrtcvad
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import frames, noise_burst, silence, speak
 from tests.unit.test_turn import last_sound_ms
-from voice_gateway.pipeline.turn import SpeechStopped, TurnDetector
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import SpeechStopped
 from voice_gateway.vad import create_vad
 
 SENTENCE = "Hello, my name is Alice and I would like some green tea please."
@@ -67,7 +69,7 @@ def test_silero_buffers_frames_into_512_sample_windows() -> None:
 
 
 def test_turn_detector_on_silero() -> None:
-    det = TurnDetector(create_vad("silero"), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(create_vad("silero"), TurnConfig(silence_ms=400, min_speech_ms=200))
     pcm = np.concatenate([silence(300), speak(SENTENCE), silence(800)])
     events = [ev for f in frames(pcm, 16000) for ev in det.feed(f)]
     names = [type(e).__name__ for e in events if type(e).__name__ != "PauseStarted"]
@@ -137,7 +139,7 @@ def test_webrtc_quiet_sound_is_still_judged() -> None:
 def test_turn_ends_the_silence_after_the_last_sound() -> None:
     """With digital silence after the words, the turn ends `silence_ms` after the last sound
     (before: 80-120 ms later, webrtcvad's hangover)."""
-    det = TurnDetector(create_vad("webrtc"), silence_ms=400, min_speech_ms=200)
+    det = TurnDetector(create_vad("webrtc"), TurnConfig(silence_ms=400, min_speech_ms=200))
     speech = speak(SENTENCES[1])
     pcm = np.concatenate([silence(300), speech, silence(800)])
     ended = [

@@ -11,9 +11,9 @@ import pytest
 
 from tests.support.real_speech import MISSING, clips, speech_span
 from tests.support.speech import silence, speak, wer
-from voice_gateway.endpoint.text import text_complete
 from voice_gateway.stt import whisper
 from voice_gateway.stt.whisper import WhisperSTT, encoder_frames, looks_looped, transcribe
+from voice_gateway.turns.transcript import text_complete
 
 
 def padded(content: int, total: int = 3000) -> np.ndarray:

@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable
 from voice_gateway.audio import StreamingResampler
 from voice_gateway.echo.base import EchoCanceller
 from voice_gateway.pipeline.overlap import BargeIn
-from voice_gateway.pipeline.turn import SpeechConfirmed, TurnDetector, TurnEvent
 from voice_gateway.stt.base import STTStream
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import SpeechConfirmed, TurnEvent
 
 FRAME_BYTES = 640  # 20 ms of 16 kHz PCM16
 OnEvent = Callable[[TurnEvent], Awaitable[None]]

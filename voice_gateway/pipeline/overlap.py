@@ -20,7 +20,6 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from voice_gateway.echo.base import EchoCanceller, NoCanceller
-from voice_gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 _WORDS = re.compile(r"[a-z']+")
@@ -345,73 +344,3 @@ class BargeIn:
             )
             return None
         return reason, text
-
-
-@dataclass(slots=True)
-class TurnOptions:
-    detection: str  # auto | vad | smart
-    echo: bool
-    silence_ms: int  # the silence rule (VG_ENDPOINT_SILENCE_MS); smart's deadline too
-    max_silence_ms: int  # smart: the longest wait on "not done" (VG_TURN_MAX_SILENCE_MS)
-
-    @property
-    def policy(self) -> tuple[str, int, int]:
-        """VoiceServices.new_end_of_turn's arguments."""
-        return self.detection, self.silence_ms, self.max_silence_ms
-
-
-# a call's own waits (session.start / Twilio parameters): name -> the range it may take
-CALL_WAITS = {"turn_silence_ms": (100, 2000), "turn_max_silence_ms": (200, 5000)}
-
-
-def turn_options(
-    settings: Settings, source: str, extra: dict[str, Any]
-) -> tuple[TurnOptions, list[str]]:
-    """The call's turn-taking options from session.start (Twilio: stream parameters, as
-    strings); returns them and the complaints to send as error events."""
-    from voice_gateway.endpoint import KNOWN_TURN_DETECTION
-
-    errors: list[str] = []
-    detection: str = settings.turn_detection  # auto | vad | smart
-    echo = settings.echo_cancellation == "on" or (
-        settings.echo_cancellation == "auto" and source == "phone"
-    )
-    raw = extra.get("turn_detection")
-    if raw is not None:
-        if raw in KNOWN_TURN_DETECTION:
-            detection = str(raw)
-        else:
-            errors.append(f"turn_detection must be one of {', '.join(KNOWN_TURN_DETECTION)}")
-    raw = extra.get("echo_cancellation")
-    if raw is not None:
-        if isinstance(raw, bool):
-            echo = raw
-        elif isinstance(raw, str) and raw.lower() in ("true", "false"):
-            echo = raw.lower() == "true"
-        else:
-            errors.append("echo_cancellation must be true or false")
-    waits = {
-        "turn_silence_ms": settings.endpoint_silence_ms,
-        "turn_max_silence_ms": settings.turn_max_silence_ms,
-    }
-    for name, (low, high) in CALL_WAITS.items():
-        raw = extra.get(name)
-        if raw is None:
-            continue
-        value = _whole_ms(raw)
-        if value is None or not low <= value <= high:
-            errors.append(f"{name} must be a whole number of milliseconds, {low} to {high}")
-        else:
-            waits[name] = value
-    silence, longest = waits["turn_silence_ms"], waits["turn_max_silence_ms"]
-    return TurnOptions(detection, echo, silence, longest), errors
-
-
-def _whole_ms(raw: Any) -> int | None:
-    """An int (JSON) or its digits (a Twilio parameter is a string); None for anything else
-    (true, 1.5, "fast")."""
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit():
-        return int(raw.strip())
-    return None

@@ -7,9 +7,6 @@ import logging
 from dataclasses import dataclass, field
 
 from agents.voice import DEFAULT_FILLER
-from voice_gateway.endpoint import AUTO_SENTENCE_MS
-from voice_gateway.endpoint.base import EndOfTurn, SilenceRule
-from voice_gateway.endpoint.smart import SmartTurn, SmartTurnModel, load_model
 from voice_gateway.provider_check import check_provider_settings
 from voice_gateway.settings import Settings
 from voice_gateway.stt import create_stt
@@ -18,6 +15,10 @@ from voice_gateway.stt.fallback import FallbackSTT
 from voice_gateway.tts import create_tts
 from voice_gateway.tts.base import TTSError, TTSProvider
 from voice_gateway.tts.fallback import FallbackTTS
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.model import SmartTurnModel, load_model
+from voice_gateway.turns.policies import policy_for
+from voice_gateway.turns.policy import EndOfTurn
 from voice_gateway.vad import create_vad
 from voice_gateway.vad.base import VAD
 
@@ -79,40 +80,14 @@ class VoiceServices:
     def new_vad(self) -> VAD:
         return create_vad(self.settings.vad, self.settings.vad_mode)
 
-    def new_end_of_turn(
-        self, detection: str, silence_ms: int | None = None, max_silence_ms: int | None = None
-    ) -> EndOfTurn:
-        """The call's end-of-turn policy; `smart` without its model file is the silence rule
-        (load_model warned once, naming the package to install). `silence_ms` /
-        `max_silence_ms`: the call's own waits (session.start), else the gateway's."""
-        s = self.settings
-        silence = s.endpoint_silence_ms if silence_ms is None else silence_ms
-        longest = s.turn_max_silence_ms if max_silence_ms is None else max_silence_ms
-        if detection != "vad" and not self._turn_model_tried:
+    def new_end_of_turn(self, config: TurnConfig) -> EndOfTurn:
+        """The call's end-of-turn policy (voice_gateway/turns/policies.py); `smart` or `auto`
+        without the model file is the silence rule (load_model warned once, naming the
+        package to install). The model is loaded for the first call that needs it."""
+        if config.detection != "vad" and not self._turn_model_tried:
             self._turn_model_tried = True
-            # a run may wait for a worker half the verdict's budget (endpoint/smart.py)
-            self.turn_model = load_model(s.turn_workers, s.turn_budget_ms / 2, s.turn_window)
-        if detection == "vad" or self.turn_model is None:
-            return SilenceRule(silence)
-        auto = detection == "auto"  # the voice's "not done" ends at the silence rule's time
-        sentence = s.turn_sentence_ms
-        if sentence is None:
-            sentence = AUTO_SENTENCE_MS if auto else 0
-        return SmartTurn(
-            self.turn_model,
-            min_silence_ms=s.turn_min_silence_ms,
-            max_silence_ms=max(longest, s.turn_min_silence_ms),
-            threshold=s.turn_threshold,
-            budget_ms=s.turn_budget_ms,
-            text_wait_ms=s.turn_text_wait_ms,
-            defer_model=s.turn_defer_model,
-            fade_db=s.turn_fade_db or None,
-            sentence_ms=sentence,
-            deadline_ms=silence,
-            unsure_ms=silence if auto else None,
-            busy=lambda: self.stt.backlog() > 0,
-            name=detection,
-        )
+            self.turn_model = load_model(config)
+        return policy_for(config, self.turn_model, busy=lambda: self.stt.backlog() > 0)
 
     @classmethod
     async def open(cls, settings: Settings) -> VoiceServices:
@@ -133,7 +108,7 @@ class VoiceServices:
         await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
         services = cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
         if settings.turn_detection != "vad":  # load (or warn) at start, not on a first call
-            services.new_end_of_turn(settings.turn_detection)
+            services.new_end_of_turn(TurnConfig.from_settings(settings))
         log.info("speech models ready")
         return services
 

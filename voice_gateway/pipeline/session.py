@@ -37,7 +37,7 @@ from voice_gateway.pipeline.call_end import (
 )
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.input import InputPath
-from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set, turn_options
+from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set
 from voice_gateway.pipeline.phone_drain import drain_phone
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -56,16 +56,17 @@ from voice_gateway.pipeline.transport import (
     TextIn,
     Transport,
 )
-from voice_gateway.pipeline.turn import (
+from voice_gateway.pipeline.utterance import Utterance
+from voice_gateway.stt.base import STTError, STTStream
+from voice_gateway.turns.detector import TurnDetector
+from voice_gateway.turns.events import (
     FalseStart,
     PauseStarted,
     SpeechConfirmed,
     SpeechStarted,
     SpeechStopped,
-    TurnDetector,
 )
-from voice_gateway.pipeline.utterance import Utterance
-from voice_gateway.stt.base import STTError, STTStream
+from voice_gateway.turns.options import turn_options
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
@@ -226,13 +227,8 @@ class VoiceSession:
         options, complaints = turn_options(s, self.transport.source, info.extra)
         for message in complaints:
             await self.transport.error("invalid_option", f"{message}; using the default")
-        eot = self.voice.new_end_of_turn(*options.policy)
-        self.detector = TurnDetector(
-            self.voice.new_vad(),
-            silence_ms=options.silence_ms,
-            min_speech_ms=s.min_speech_ms,
-            end_of_turn=eot,
-        )
+        eot = self.voice.new_end_of_turn(options.config)
+        self.detector = TurnDetector(self.voice.new_vad(), options.config, eot)
         self.echo = create_canceller(options.echo)
         self.echo_on = self.echo.name != "off"
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
@@ -291,11 +287,8 @@ class VoiceSession:
             await self.stt.feed(ev.audio)
             self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
         elif isinstance(ev, PauseStarted):
-            d = self.detector  # pad to the audio the turn has at its earliest end: the
-            # silence then, less the frame that ends it (never fed to STT; tiny.en's phone
-            # words swing on 20 ms, stop 42)
-            pad = min(d.eot.min_silence_ms, d.silence_ms) - d.pause_ms - d.frame_ms
-            spec = self.stt.speculate(pad, retry_looped=not self._reply_playing())
+            d = self.detector
+            spec = self.stt.speculate(d.speculation_pad_ms, retry_looped=not self._reply_playing())
             if spec is not None:
                 d.follow(ev.pause, spec, final=self.stt.speculation_final)
         elif isinstance(ev, SpeechStopped):

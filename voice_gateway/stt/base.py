@@ -10,48 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
 PartialCallback = Callable[[str], Awaitable[None]]
-MAX_COMPRESSION = 2.4  # faster-whisper's own threshold for "the decoder is looping"
-_WORD = re.compile(r"[a-z0-9']+")
-DIGITS = frozenset("zero oh one two three four five six seven eight nine".split())  # spoken
-
-
-def looks_looped(text: str) -> bool:
-    """A transcript like a decoder loop: no word at all ("." / ". . ."), text that compresses
-    like one ("wait wait wait ...", whisper on speech cut mid-word), or a phrase said again at
-    once, too short for the compression to tell ("10 of clubs 10 of clubs 10 of clubs 10 of":
-    tiny.en on "ten of clubs" with 80 ms of silence after it; see `repeated`)."""
-    if not text:
-        return False
-    if not any(ch.isalnum() for ch in text):
-        return True
-    raw = text.encode()
-    return len(raw) / len(zlib.compress(raw)) > MAX_COMPRESSION or repeated(text)
-
-
-def repeated(text: str, longest: int = 8) -> bool:
-    """A run of words, not all digits, said again at once: 3 or more words twice, 2 words three
-    times ("10 of clubs 10 of clubs": tiny.en doubling "ten of clubs"). Speech does that too
-    ("in the box, in the box"), and then costs one more decode, never the words. One word
-    repeated ("no no no") and digit groups ("five five five", "555-555") are not counted."""
-    words = _WORD.findall(text.lower())
-    for k in range(2, longest + 1):
-        times = 3 if k == 2 else 2
-        for i in range(len(words) - times * k + 1):
-            phrase = words[i : i + k]
-            if all(w.isdigit() or w in DIGITS or w == "ten" for w in phrase):
-                continue
-            if all(words[i + j * k : i + (j + 1) * k] == phrase for j in range(1, times)):
-                return True
-    return False
 
 
 class STTError(Exception):

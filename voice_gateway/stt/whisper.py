@@ -31,8 +31,8 @@ from voice_gateway.stt.base import (
     STTError,
     STTProvider,
     STTStream,
-    looks_looped,
 )
+from voice_gateway.turns.transcript import looks_looped
 
 MIN_SAMPLES = 1600  # 100 ms
 PARTIAL_EVERY = 16000 * 7 // 10 * 2  # bytes of new audio between partials (~700 ms)

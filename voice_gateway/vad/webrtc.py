@@ -5,8 +5,9 @@ sends zeros between turns) webrtcvad's noise estimate sinks, and the caller's ro
 comes back with the next words then reads as speech: in one call of the 13 pocketsphinx
 recordings with digital silence between them, the end of speech came 220-780 ms after the
 last word for five of them, against -60 to 120 ms on a fresh detector (docs/benchmarks.md,
-voice_latency, "Stop 40"). So when sound resumes after `RESET_AFTER_ZEROS_MS` of all-zero frames in
-a row, the detector starts afresh.
+voice_latency). So when sound resumes after `RESET_AFTER_ZEROS_MS` of all-zero frames in a
+row, the detector starts afresh (a fact of webrtcvad's noise estimate, not of turn-taking:
+it is this VAD's constant, not a `TurnConfig` field).
 
 An all-zero frame is never speech. webrtcvad's hangover calls the first 80-120 ms of digital
 silence after speech voiced (espeak-ng's sentences followed by zeros: 4-6 frames), so the

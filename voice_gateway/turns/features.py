@@ -3,14 +3,14 @@
 Smart Turn v3 reads `input_features` (1, 80, 800): the Whisper feature extractor's output for
 8 s of 16 kHz audio (front-padded with zeros), after zero-mean/unit-variance scaling of the
 waveform. `window_features` computes the last `width` of those columns (the window the model
-runs on: endpoint/window.py) and, of those, only the ones that reach the audio: every column
+runs on: turns/window.py) and, of those, only the ones that reach the audio: every column
 of the front padding is the same, so one stands for all. One batched FFT costs ~6 µs a column
 (an Intel Xeon) where the same columns computed frame by frame as audio arrived cost ~23 µs a
 20 ms frame on the event loop; so a call's audio is only kept as it arrives (`RecentPcm`,
 ~0.5 µs a frame) and the features are computed on the model's worker thread at the pause
-(on an AMD Zen 3: ~1 ms for 1 s of speech, 2-4 ms for 2 s, 6.5 ms for 4 s). Stop 34 and
-before computed them incrementally on the event loop: at 64 calls that was a third of its
-per-frame work (docs/benchmarks.md, turn_capacity)."""
+(on an AMD Zen 3: ~1 ms for 1 s of speech, 2-4 ms for 2 s, 6.5 ms for 4 s). Computed
+incrementally on the event loop, at 64 calls they were a third of its per-frame work
+(docs/benchmarks.md, turn_capacity)."""
 
 from __future__ import annotations
 

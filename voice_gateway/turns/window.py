@@ -10,7 +10,7 @@ the position it has in the 8 s window. What is dropped is the oldest padding; `C
 columns (3 s) of it stay ahead of the utterance. Cut to 800 columns, the graph gives the
 original's output to the bit (tests/unit/test_end_of_turn_window.py).
 
-Measured (stop 34): on bench/turn_taking.py's corpus (`--cv`, 260 pauses of 13 real
+Measured on bench/turn_taking.py's corpus (`--cv`, 260 pauses of 13 real
 recordings, the same transcripts for both) the verdict at 0.5 differs at 7 pauses, the
 finished faded pauses called done are the same 65 of 102, and the default rule's delays and
 cut-offs are the same. With 2 s of context instead of 3, 16 of 272 verdicts differed; with 1 s
@@ -26,18 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from voice_gateway.endpoint.features import N_FRAMES
+from voice_gateway.turns.features import N_FRAMES
 
 log = logging.getLogger(__name__)
 
 WIDTHS = (400, 500, 600, 700)  # the cut models' input columns (10 ms each), below 800
-CONTEXT = 300  # columns of the front padding kept ahead of the utterance
+CONTEXT = 300  # columns of the front padding kept ahead of the utterance (TurnConfig's default)
 POSITIONS_NAME = "inner.encoder.embed_positions.weight"
 
 
-def window_for(columns: int) -> int:
-    """The narrowest width that holds `columns` of utterance plus `CONTEXT` (800 at most)."""
-    need = columns + CONTEXT
+def window_for(columns: int, context: int = CONTEXT) -> int:
+    """The narrowest width that holds `columns` of utterance plus `context` columns of the
+    padding (800 at most)."""
+    need = columns + context
     return next((w for w in WIDTHS if w >= need), N_FRAMES)
 
 
@@ -80,7 +81,7 @@ def cut_model(path: Path, width: int, loaded: Any = None) -> bytes:
 
 def cut_models(path: Path, loaded: Any = None) -> dict[int, bytes]:
     """Every width in `WIDTHS`, or none (with one warning) when the graph cannot be cut.
-    `loaded`: the model, already read (endpoint/int8.py may have changed its weights)."""
+    `loaded`: the model, already read (turns/int8.py may have changed its weights)."""
     try:
         import onnx
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice_gateway.endpoint.features import RecentPcm
+from voice_gateway.turns.features import RecentPcm
 
 SUB = 160  # 10 ms at 16 kHz
-KEEP = 400  # 4 s of 10 ms levels
+# the defaults of TurnConfig `fade_span_ms`, `fade_range_db` and `fade_tail_ms`
+SPAN_MS = 4000  # the audio measured, up to the pause
 RANGE_DB = 30.0  # "sound": within this of the loudest 10 ms
-TAIL = 11  # 110 ms averaged at the end
+TAIL_MS = 110  # averaged at the end
 _FLOOR = 1e-10
 
 
@@ -28,7 +29,7 @@ class TailEnergy:
     """Per-utterance audio (the last 4 s); `feed` PCM16 frames, `drop_db()` at a pause."""
 
     def __init__(self) -> None:
-        self.audio = RecentPcm(KEEP * SUB)
+        self.audio = RecentPcm(SPAN_MS // 10 * SUB)
 
     def reset(self) -> None:
         self.audio.reset()
@@ -44,25 +45,29 @@ class TailEnergy:
         return drop_db(self.audio.pcm())
 
 
-def levels(pcm16: bytes) -> np.ndarray:
-    """The level (dB) of each whole 10 ms of the audio's last 4 s, oldest first."""
+def levels(pcm16: bytes, span_ms: int = SPAN_MS) -> np.ndarray:
+    """The level (dB) of each whole 10 ms of the audio's last `span_ms`, oldest first."""
     x = np.frombuffer(pcm16, dtype="<i2")
-    n = min(KEEP, len(x) // SUB)
+    n = min(span_ms // 10, len(x) // SUB)
     sub = x[len(x) - n * SUB :].reshape(n, SUB).astype(np.float64) / 32768.0
     return 10.0 * np.log10((sub**2).mean(axis=1) + _FLOOR)
 
 
-def drop_db(pcm16: bytes) -> float | None:
-    """The last sound's level relative to the utterance (dB, <= 0 mostly), in the audio's
-    last 4 s; None with too little sound to tell."""
-    en = levels(pcm16)
-    if len(en) < TAIL:
+def drop_db(
+    pcm16: bytes, tail_ms: int = TAIL_MS, range_db: float = RANGE_DB, span_ms: int = SPAN_MS
+) -> float | None:
+    """The last sound's level (the mean of its last `tail_ms`) relative to the utterance (dB,
+    <= 0 mostly), in the audio's last `span_ms`, sound being within `range_db` of the loudest
+    10 ms; None with too little sound to tell."""
+    en = levels(pcm16, span_ms)
+    n = tail_ms // 10
+    if len(en) < n:
         return None
-    loud = np.flatnonzero(en > en.max() - RANGE_DB)
-    if len(loud) < TAIL:
+    loud = np.flatnonzero(en > en.max() - range_db)
+    if len(loud) < n:
         return None
     last = int(loud[-1])
-    tail = float(en[max(0, last - TAIL + 1) : last + 1].mean())
+    tail = float(en[max(0, last - n + 1) : last + 1].mean())
     return tail - float(np.percentile(en[loud], 90))
 
 

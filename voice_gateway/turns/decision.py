@@ -1,35 +1,36 @@
 """The `smart` rule at one pause: a graded wait over the signals the pause has.
 
 0. The voice faded at its last sound and the speculative transcript is already decoded when
-   the pause reaches the short silence (200 ms): if it says either way, it decides and the
+   the pause reaches `min_silence_ms` (200 ms): if it says either way, it decides and the
    model is not asked (SmartTurn.decide): a finished sentence ends the turn at once, run-on
    words wait up to the max silence. On bench/turn_taking.py's corpus this asks the model at
    62 instead of 108 of 260 pauses with the same cut-offs at every pause length, and ends two
-   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`, stop 33). A transcript that
-   comes later in the pause decides the same way (a run of the model still going is dropped),
-   unless the model's "done" already ended the turn (step 2's wait): before stop 37 a late one
-   could only veto, so the verdict hung on how fast the decode was. With `defer_model` a
-   transcript still being decoded that will be the turn's (`expect_text`) is waited for, up to
+   finished LibriVox sentences the model scores 0.07-0.10 (`--cv`). A transcript that comes
+   later in the pause decides the same way (a run of the model still going is dropped),
+   unless the model's "done" already ended the turn (step 2's wait): were a late one only a
+   veto, the verdict would hang on how fast the decode was. With `defer_model` a transcript
+   still being decoded that will be the turn's (`expect_text`) is waited for, up to
    `text_wait_ms`, before the model is asked at all: it saves the model's CPU on the turns
    whose words decide, and costs a model run's time on those whose words cannot tell.
 1. The transcript says the words run on ("my number is five five five", "go forward"): wait
    up to the max silence, whatever the voice says.
 2. Smart Turn says "done" (P ≥ threshold) and the voice faded at its last sound
-   (endpoint/prosody.py, `fade_db`): the turn ends at the short silence (200 ms), after
+   (turns/fade.py, `fade_db`): the turn ends at the short silence (200 ms), after
    waiting up to `text_wait_ms` for a transcript still being decoded (its veto) when that
    transcript will be the turn's (`expect_text`): the reply could not start before it anyway,
    so the wait costs the caller nothing, and without it a busy gateway, whose decodes come
    after the verdict, loses the veto (tests/unit/test_end_of_turn_text_wait.py). A voice that
    did not fade is not sent to the model at all (SmartTurn.decide): its "done" would not
    count.
-   The deadline (`deadline_ms`, the gateway's `VG_ENDPOINT_SILENCE_MS`): no model run is
+   The deadline (`TurnConfig.deadline_ms`: `silence_ms`, the silence rule's): no model run is
    waited for, or started, past the silence rule's time; the pause is then the silence rule's
    (`fallback:late`), once the transcript on its way has come (waiting for it costs nothing:
    the reply waits for it too; with the voice faded its words still decide). So a busy
    gateway ends a turn no later than `vad` would, or than its transcript comes, unless a
    verdict says wait.
 3. The transcript is a finished sentence ("Can you remind me to call my sister?"): the turn
-   ends at `sentence_ms` of silence (0: not used), without the model or the fade.
+   ends at the policy's sentence wait (`sentence_ms`; `auto`: `auto_sentence_ms` unless set;
+   0: not used), without the model or the fade.
 4. Otherwise: the max silence.
 
 Measured in bench/turn_taking.py (`--cv`: leave-one-clip-out on real recordings, and espeak-ng
@@ -39,13 +40,11 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
-from voice_gateway.endpoint.base import Decision, Verdict, VerdictSource
-from voice_gateway.endpoint.text import text_complete
-
-if TYPE_CHECKING:
-    from voice_gateway.endpoint.smart import SmartTurn
+from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.model import ModelSignal
+from voice_gateway.turns.policy import Decision, Verdict, VerdictSource
+from voice_gateway.turns.transcript import text_complete
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +67,13 @@ def combine(
     return False, "model"
 
 
-def sentence_done(text: bool | None, silence_ms: float, sentence_ms: int) -> bool:
+def sentence_done(
+    text: bool | None, silence_ms: float, sentence_ms: int, frame_ms: int = 20
+) -> bool:
     """Step 3: a finished sentence, and the pause has lasted `sentence_ms` (0: never). The
-    pause is measured on a wall clock at each 20 ms frame: half a frame counts, so the frame
-    due at `sentence_ms` is not missed by a hair (it was, one frame late: stop 48)."""
-    return bool(sentence_ms) and text is True and silence_ms + 10.0 >= sentence_ms
+    pause is measured on a wall clock at each frame: half a frame counts, so the frame due at
+    `sentence_ms` is not missed by a hair (it would end the turn one frame late)."""
+    return bool(sentence_ms) and text is True and silence_ms + frame_ms / 2 >= sentence_ms
 
 
 class SmartDecision(Decision):
@@ -81,20 +82,24 @@ class SmartDecision(Decision):
     (step 0) says nothing either way, does not come, or is late (`text_wait_ms`); or `dropped`
     says why it gave no verdict (busy | timeout | late): then the pause is the silence
     rule's, once a transcript on its way has come (it is free: the reply waits for it anyway,
-    and with the voice faded its words still decide, step 0)."""
+    and with the voice faded its words still decide, step 0). `sentence_ms`: the policy's
+    sentence wait (step 3)."""
 
     def __init__(
         self,
-        owner: SmartTurn,
+        config: TurnConfig,
+        sentence_ms: int,
+        model: ModelSignal,
         future: Future[float] | None,
         features_ms: float,
         fade: bool | None,
         pcm: bytes | None = None,
         dropped: str = "",
     ) -> None:
-        self.owner, self.future, self.features_ms, self.fade = owner, future, features_ms, fade
+        self.config, self.sentence_ms, self.model = config, sentence_ms, model
+        self.future, self.features_ms, self.fade = future, features_ms, fade
         self.pcm, self.dropped = pcm, dropped  # the audio the model has not been asked about
-        self.started = self.asked = owner.clock()
+        self.started = self.asked = model.clock()
         self.text: str | None = None
         self.signal: bool | None = None  # text_complete(text), once, when it arrives
         self.expecting = False  # a transcript that will be the turn's is being decoded
@@ -104,7 +109,7 @@ class SmartDecision(Decision):
 
     def give_text(self, text: str) -> None:
         self.text = text
-        self.signal = text_complete(text) if self.owner.use_text else None
+        self.signal = text_complete(text) if self.config.use_text else None
 
     def expect_text(self, coming: bool = True) -> None:
         self.expecting = coming
@@ -116,23 +121,23 @@ class SmartDecision(Decision):
     def poll(self) -> Verdict | None:
         if self.final is not None:
             return self.final
-        o = self.owner
-        waited_ms = (o.clock() - self.started) * 1000
-        if self.signal is not None and self.fade and o.text_first:
-            # step 0 on a transcript that came after the 200 ms mark: the words decide as they
-            # would have at it, whatever the model says (a run still going is dropped)
+        cfg = self.config
+        waited_ms = (self.model.clock() - self.started) * 1000
+        if self.signal is not None and self.fade and cfg.text_first:
+            # step 0 on a transcript that came after `min_silence_ms`: the words decide as
+            # they would have then, whatever the model says (a run still going is dropped)
             self.final = Verdict(self.signal, "text", self._answered(), self.text)
             return self.final
-        left_ms = o.left_ms(waited_ms)  # until the silence rule's time (the deadline)
+        left_ms = cfg.left_ms(waited_ms)  # until the silence rule's time (the deadline)
         late = self.settled or left_ms <= 0
-        text_due = o.use_text and self.expecting and self.text is None
-        text_due = text_due and waited_ms < o.text_wait_ms
+        text_due = cfg.use_text and self.expecting and self.text is None
+        text_due = text_due and waited_ms < cfg.text_wait_ms
         if self.pcm is not None:
             self._ask(self.pcm, text_due, left_ms, late)
             if self.pcm is not None:
                 return None  # the words are on their way
         if self.future is not None and not self.future.done():
-            over = (o.clock() - self.asked) * 1000 >= o.budget_ms
+            over = (self.model.clock() - self.asked) * 1000 >= cfg.budget_ms
             if not (over or late):
                 return None
             self.future.cancel()
@@ -150,20 +155,17 @@ class SmartDecision(Decision):
                 log.warning(
                     "end-of-turn model failed (%s); silence rule for the rest of the call", exc
                 )
-                o.broken = True
+                self.model.broken = True
                 self.final = Verdict(None, "fallback", reason="error")
                 return self.final
         signal = self.signal  # (poll runs every frame of the pause)
-        if p is not None and p >= o.threshold and self.fade is not False and text_due:
+        if p is not None and p >= cfg.threshold and self.fade is not False and text_due:
             return None  # a confident voice; give the transcript (not there yet) time to veto
-        complete, source = combine(p, signal, o.threshold, self.fade)
-        if not complete and sentence_done(signal, o.min_silence_ms + waited_ms, o.sentence_ms):
+        complete, source = combine(p, signal, cfg.threshold, self.fade)
+        silence_ms = cfg.min_silence_ms + waited_ms
+        if not complete and sentence_done(signal, silence_ms, self.sentence_ms, cfg.frame_ms):
             complete, source = True, "text"
-        model_ms = None
-        if p is not None:
-            model_ms = self.features_ms + (
-                o.model.inference_ms[-1] if o.model.inference_ms else 0.0
-            )
+        model_ms = None if p is None else self.features_ms + self.model.last_ms()
         verdict = Verdict(complete, source, p, self.text, model_ms=model_ms)
         if complete:
             self.final = verdict
@@ -177,10 +179,10 @@ class SmartDecision(Decision):
         if text_due and not late:
             return
         self.pcm = None
-        if late or left_ms < self.owner.model.recent_ms():
+        if late or left_ms < self.model.recent_ms():
             self.dropped = "late"  # the silence rule's time comes before a run could answer
             return
-        self.future, self.asked = self.owner.submit(pcm), self.owner.clock()
+        self.future, self.asked = self.model.submit(pcm), self.model.clock()
         if self.future is None:
             self.dropped = "busy"
 
