@@ -3,11 +3,11 @@ was never trained on, and its cost per decision.
 
 Accuracy at P >= 0.5, per source: the share of complete utterances read as complete and of
 their word-boundary prefixes read as not (tests/support/text_eou_cases.py): held-apart dialogue
-turns of chatterbot-corpus, and the project's real transcripts (LibriVox, card games, the
-phone conversation). `sure`: what a policy can act on alone, the share of prefixes given
-P < 0.2 and of complete utterances given P > 0.8 (coverage) and how many of those calls are
-right (precision). Cost: every held-apart text and question through `p_complete` one at a time
-on one thread, after the model is loaded (load_ms apart)."""
+turns of chatterbot-corpus and chitchat-dataset, and the project's real transcripts (LibriVox,
+card games, the phone conversation). `sure`: what a policy can act on alone, the share of
+prefixes given P < 0.2 and of complete utterances given P > 0.8 (coverage) and how many of
+those calls are right (precision). Cost: every held-apart text and question through
+`p_complete` one at a time on one thread, after the model is loaded (load_ms apart)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ def main() -> None:
         text_eou.load()
     held = heldout()
     found = real()
-    accuracy = {"dialogue_heldout": scores(held)}
+    accuracy = {"heldout_all": scores(held)}
+    for source in ("chatterbot", "chitchat"):
+        accuracy[f"heldout_{source}"] = scores([c for c in held if c.source == source])
     for source in ("librivox", "cards", "conversation"):
         part = [c for c in found if c.source == source]
         if part:

@@ -1,20 +1,24 @@
 """Train the text end-of-utterance classifier (voice_gateway/turns/text_eou.py) and write its
 weights, voice_gateway/turns/text_eou.npz, and the held-apart dialogue turns the tests and
-bench/text_eou.py read, tests/support/text_eou_heldout.tsv.
+bench/text_eou.py read, tests/support/text_eou_heldout.tsv (about 3 minutes on 2 cores).
 
-    PYTHONPATH=. python scripts/train_text_eou.py [--corpus WHEEL] [--check]
+    PYTHONPATH=. python scripts/train_text_eou.py [--wheels DIR] [--check]
 
-Data: the English dialogues of chatterbot-corpus 1.3.3 (PyPI, BSD-3-Clause), fetched with
-`pip download --no-deps` (or `--corpus` a copy of the wheel) and checked against its sha256.
-One conversation in five is held apart (by a hash of its file and position) and never trained
-on; the project's real transcripts (tests/support/real_speech.py) are not read here at all.
+Data, two PyPI wheels fetched with `pip download --no-deps` (or copies in `--wheels DIR`) and
+checked against their sha256:
+- chatterbot-corpus 1.3.3 (BSD-3-Clause): its English dialogues, every turn.
+- chitchat-dataset 0.9.0 (MIT): people's chit-chat by text; 30,000 turns of at most 40 words
+  drawn at random (a turn: one person's run of messages, each message a sentence).
+One conversation in five is held apart (by a hash of its key) and never trained on; the
+project's real transcripts (tests/support/real_speech.py) are not read here at all.
 Examples: each utterance is complete (after the one before it when that is a question); each
 prefix of it cut at a word boundary inside a sentence is not (at a sentence's end it is);
 fillers appended ("um", "and", "so") make either unfinished; a filler in front changes
 nothing. Generated phone-call answers add numbers by digit count, dates, times, names, lists
-and yes/no answers with and without their question. Fixed seed, full-batch Adam in numpy:
-the same weights, bit for bit, on the same machine; `--check` compares a fresh run with the
-shipped file.
+and yes/no answers with and without their question. Fixed seed, full-batch Adam in numpy
+(150 steps, L2 3e-5, chosen on a validation fifth of the training conversations): the same
+weights, bit for bit, on the same machine; `--check` compares a fresh run with the shipped
+file.
 
 The vocabulary that tells English text from other text (text_eou.TextEou.english) is the
 training words and the SCOWL word list of Debian's wamerican (/usr/share/dict/american-english,
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
 import random
 import subprocess
 import sys
@@ -44,12 +49,10 @@ from voice_gateway.turns.text_eou import feature_names, hashed, question_kind, w
 
 ROOT = Path(__file__).resolve().parents[1]
 HELDOUT = ROOT / "tests" / "support" / "text_eou_heldout.tsv"
-CORPUS = "chatterbot-corpus==1.3.3"
-WHEEL = "chatterbot_corpus-1.3.3-py2.py3-none-any.whl"
-SHA256 = "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0ce154"
 DICT = Path("/usr/share/dict/american-english")
+CHITCHAT_TURNS, HELD_CHITCHAT, MAX_WORDS = 30000, 400, 40
 SEED = 20261206
-EPOCHS, LR, L2 = 150, 0.05, 3e-5  # chosen on a validation fifth of the training conversations
+EPOCHS, LR, L2 = 150, 0.05, 3e-5
 FILLERS_END = ("um", "uh", "and", "so", "but", "and um", "because", "like", "or", "you know")
 FILLERS_START = ("um", "uh", "so", "well", "yeah", "okay", "oh")
 
@@ -62,20 +65,55 @@ class Example:
     generated: bool = False
 
 
-def corpus_wheel(given: Path | None) -> bytes:
-    if given is None:
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, CORPUS],
-                check=True,
-            )
-            data = (Path(tmp) / WHEEL).read_bytes()
+@dataclass(frozen=True)
+class Wheel:
+    spec: str
+    file: str
+    sha256: str
+
+
+CHATTERBOT = Wheel(
+    "chatterbot-corpus==1.3.3",
+    "chatterbot_corpus-1.3.3-py2.py3-none-any.whl",
+    "86de5300afb9a80826386339d3bec79c0a72eb0358abb8327e2ecef5ae0ce154",
+)
+CHITCHAT = Wheel(
+    "chitchat-dataset==0.9.0",
+    "chitchat_dataset-0.9.0-py3-none-any.whl",
+    "7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e",
+)
+
+
+def fetch(wheel: Wheel, folder: Path | None) -> bytes:
+    """The wheel's bytes: from `folder` when it has it, else `pip download --no-deps`."""
+    if folder is not None and (folder / wheel.file).is_file():
+        data = (folder / wheel.file).read_bytes()
     else:
-        data = given.read_bytes()
+        with tempfile.TemporaryDirectory() as tmp:
+            pip = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp]
+            subprocess.run([*pip, wheel.spec], check=True)
+            data = (Path(tmp) / wheel.file).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    if digest != SHA256:
-        sys.exit(f"{CORPUS}: sha256 {digest}, expected {SHA256}")
+    if digest != wheel.sha256:
+        sys.exit(f"{wheel.spec}: sha256 {digest}, expected {wheel.sha256}")
     return data
+
+
+def chitchat(wheel: bytes) -> list[tuple[str, list[str]]]:
+    """(key, turns) of every chitchat conversation: a turn is one sender's run of messages,
+    joined as sentences (a message ends a thought the way a sentence does)."""
+    with zipfile.ZipFile(io.BytesIO(wheel)) as z:
+        doc = json.loads(z.read("chitchat_dataset/dataset.json"))
+    out: list[tuple[str, list[str]]] = []
+    for key in sorted(doc):
+        turns = []
+        for messages in doc[key]["messages"]:
+            said = [" ".join(str(m["text"]).split()) for m in messages]
+            said = [t if t[-1] in ".?!" else f"{t}." for t in said if t]
+            if said:
+                turns.append(" ".join(said))
+        out.append((f"chitchat:{key}", turns))
+    return out
 
 
 def conversations(wheel: bytes) -> list[tuple[str, list[str]]]:
@@ -382,52 +420,70 @@ def accuracy(model: text_eou.TextEou, examples: list[Example]) -> dict[str, floa
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--corpus", type=Path, help=f"a copy of {WHEEL}")
-    ap.add_argument("--check", action="store_true", help="compare with the shipped weights")
-    args = ap.parse_args()
-    rng = random.Random(SEED)
-    convs = conversations(corpus_wheel(args.corpus))
+def split(
+    convs: list[tuple[str, list[str]]], rng: random.Random, most: int | None = None
+) -> tuple[list[tuple[str | None, str]], list[tuple[str | None, str]]]:
+    """(training turns, held-apart turns): a conversation in five held apart; `most` training
+    turns of at most MAX_WORDS words, drawn at random, and as many held-apart ones at most
+    (a turn said the same way in training is not held apart)."""
     train_pairs = turn_pairs([c for c in convs if not held_apart(c[0])])
+    if most is not None:
+        train_pairs = [p for p in train_pairs if len(p[1].split()) <= MAX_WORDS]
+        rng.shuffle(train_pairs)
+        train_pairs = train_pairs[:most]
     seen = {" ".join(words(u)) for _, u in train_pairs}
     test_pairs = sorted(
         {
             (" ".join((q or "").split()) or None, " ".join(u.split()))
             for q, u in turn_pairs([c for c in convs if held_apart(c[0])])
-            if " ".join(words(u)) not in seen and words(u)
+            if " ".join(words(u)) not in seen and words(u) and len(u.split()) <= MAX_WORDS
         },
         key=lambda p: (p[1], p[0] or ""),
     )
-    examples = [e for e in dialogue_examples(train_pairs, rng) + generated(rng) if words(e.text)]
-    weights = train(examples)
+    if most is not None:
+        test_pairs = sorted(rng.sample(test_pairs, HELD_CHITCHAT), key=lambda p: (p[1], p[0] or ""))
+    return train_pairs, test_pairs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--wheels", type=Path, help="a folder with copies of the two wheels")
+    ap.add_argument("--check", action="store_true", help="compare with the shipped weights")
+    args = ap.parse_args()
     if not DICT.is_file():
         sys.exit(f"{DICT} not found: apt-get install wamerican")
+    rng = random.Random(SEED)
+    cb_train, cb_test = split(conversations(fetch(CHATTERBOT, args.wheels)), rng)
+    cc_train, cc_test = split(chitchat(fetch(CHITCHAT, args.wheels)), rng, CHITCHAT_TURNS)
+    examples = [
+        e for e in dialogue_examples(cb_train + cc_train, rng) + generated(rng) if words(e.text)
+    ]
+    weights = train(examples)
     known = {w for ex in examples for w in words(ex.text)}
     known.update(w for line in DICT.read_text().splitlines() for w in words(line))
     vocab = np.unique(np.array([word_hash(w) for w in known], np.uint32))
-    out = (
-        ROOT / "voice_gateway" / "turns" / ("text_eou.check.npz" if args.check else "text_eou.npz")
-    )
+    name = "text_eou.check.npz" if args.check else "text_eou.npz"
+    out = ROOT / "voice_gateway" / "turns" / name
     np.savez_compressed(out, weights=weights, vocab=vocab)
     model = text_eou.load(out)
-    held = [Example(t, q, done) for q, u in test_pairs for t, done in prefixes(u)]
-    print(f"examples {len(examples)}, held-apart turns {len(test_pairs)}", file=sys.stderr)
+    print(f"examples {len(examples)}", file=sys.stderr)
     print(f"train {accuracy(model, examples)}", file=sys.stderr)
-    print(f"held-apart {accuracy(model, held)}", file=sys.stderr)
+    for source, pairs in (("chatterbot", cb_test), ("chitchat", cc_test)):
+        held = [Example(t, q, done) for q, u in pairs for t, done in prefixes(u)]
+        print(f"held-apart {source} ({len(pairs)} turns) {accuracy(model, held)}", file=sys.stderr)
     if args.check:
         shipped = np.load(text_eou.WEIGHTS)["weights"]
         out.unlink()
         diff = float(np.abs(shipped - weights).max())
         print(f"max weight difference from the shipped file: {diff:.2e}", file=sys.stderr)
         sys.exit(0 if diff < 1e-4 else 1)
-    header = (
-        "# question<TAB>utterance: held-apart turns of chatterbot-corpus 1.3.3 (BSD-3-Clause)\n"
-    )
+    rows = [(s, q, u) for s, ps in (("chatterbot", cb_test), ("chitchat", cc_test)) for q, u in ps]
     HELDOUT.write_text(
-        header
+        "# source<TAB>question<TAB>utterance: held-apart turns of chatterbot-corpus 1.3.3\n"
+        "# (BSD-3-Clause, (c) 2016 Gunther Cox) and chitchat-dataset 0.9.0 (MIT, (c) 2019\n"
+        "# Perception, Control and Cognition Lab), never trained on\n"
         + "".join(
-            f"{(q or '').replace(chr(9), ' ')}\t{u.replace(chr(9), ' ')}\n" for q, u in test_pairs
+            f"{s}\t{(q or '').replace(chr(9), ' ')}\t{u.replace(chr(9), ' ')}\n" for s, q, u in rows
         )
     )
 

@@ -2,8 +2,9 @@
 each utterance complete, each of its prefixes cut at a word boundary inside a sentence not
 (at a sentence's end it is: a turn may stop there).
 
-- `heldout()`: the dialogue turns of chatterbot-corpus 1.3.3 (BSD-3-Clause) that
-  scripts/train_text_eou.py holds apart (text_eou_heldout.tsv, written by it).
+- `heldout()`: the dialogue turns of chatterbot-corpus 1.3.3 (BSD-3-Clause) and
+  chitchat-dataset 0.9.0 (MIT) that scripts/train_text_eou.py holds apart
+  (text_eou_heldout.tsv, written by it); `source` says which.
 - `real()`: the project's real recorded speech's transcripts (tests/support/real_speech.py):
   the LibriVox sentences, the card-game commands and the phone conversation's turns (after
   the other speaker's turn as the question when it ends with "?"). Empty pieces when the
@@ -44,18 +45,19 @@ def cases(question: str | None, utterance: str, source: str) -> list[Case]:
     return [Case(t, question, done, source) for t, done in prefixes(utterance)]
 
 
-def heldout_turns() -> list[tuple[str | None, str]]:
-    out: list[tuple[str | None, str]] = []
+def heldout_turns() -> list[tuple[str, str | None, str]]:
+    """(source, question or None, utterance) of every held-apart turn."""
+    out: list[tuple[str, str | None, str]] = []
     for line in HELDOUT.read_text().splitlines():
         if line.startswith("#") or "\t" not in line:
             continue
-        q, u = line.split("\t", 1)
-        out.append((q or None, u))
+        source, q, u = line.split("\t", 2)
+        out.append((source, q or None, u))
     return out
 
 
 def heldout() -> list[Case]:
-    return [c for q, u in heldout_turns() for c in cases(q, u, "dialogue")]
+    return [c for source, q, u in heldout_turns() for c in cases(q, u, source)]
 
 
 def real() -> list[Case]:

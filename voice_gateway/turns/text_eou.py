@@ -18,22 +18,23 @@ digit run and the classes. Words of the whole text (a bag of words, the first wo
 left out: an utterance and all its prefixes share them, and on a validation fifth of the
 training dialogues they lowered the ranking of complete over unfinished (AUC 0.85 -> 0.83).
 Trained by scripts/train_text_eou.py (fixed seed, numpy only, regenerates text_eou.npz bit
-for bit) on the English dialogues of the PyPI package chatterbot-corpus 1.3.3 (BSD-3-Clause):
-every utterance is complete, every prefix of it cut at a word boundary inside a sentence is
-not; plus generated phone-call answers (numbers by digit count, dates, lists, names, yes/no)
-and fillers ("um", "and", "so") that leave words unfinished. The vocabulary is the training
-words and Debian's SCOWL word list (text_eou_NOTICE.txt).
+for bit) on dialogue from two PyPI packages: the English dialogues of chatterbot-corpus 1.3.3
+(BSD-3-Clause) and 30,000 turns of people's chit-chat from chitchat-dataset 0.9.0 (MIT).
+Every utterance is complete, every prefix of it cut at a word boundary inside a sentence is
+not; generated phone-call answers (numbers by digit count, dates, lists, names, yes/no) and
+fillers ("um", "and", "so") that leave words unfinished are added. The vocabulary is the
+training words and Debian's SCOWL word list (text_eou_NOTICE.txt).
 
 Measured by `python bench/text_eou.py` (P >= 0.5 read as complete):
-- held-apart dialogue turns (tests/support/text_eou_heldout.tsv): 0.69 of 375 complete
-  utterances and 0.80 of 2,350 prefixes right; P < 0.2 is given to 63 % of the prefixes and
-  is right 98 % of the time.
+- held-apart dialogue turns of both packages (tests/support/text_eou_heldout.tsv): 0.83 of
+  1,202 complete utterances and 0.72 of 7,186 prefixes right; P < 0.2 is given to 51 % of
+  the prefixes and is right 98 % of the time.
 - the project's real transcripts (LibriVox, card games, the phone conversation;
-  tests/support/real_speech.py, never trained on): 0.74 of 23 complete and 0.67 of 150
-  prefixes; P < 0.2 covers 49 % of the prefixes, right 96 % of the time. P > 0.8 is right
+  tests/support/real_speech.py, never trained on): 0.87 of 23 complete and 0.69 of 150
+  prefixes; P < 0.2 covers 49 % of the prefixes, right 97 % of the time. P > 0.8 is right
   only about half the time: "the words run on" is the signal to trust, "complete" needs
   the audio too.
-- cost: 0.036 ms median, 0.43 ms p99 per decision on one thread (load 40 ms, weights 0.56
+- cost: 0.055 ms median, 0.69 ms p99 per decision on one thread (load 100 ms, weights 1.2
   MB). The bundled MiniLM encoder alone costs 4.5 ms a sentence (memory/minilm.py) and had a
   p99 of 100-300 ms under load: too slow for every pause, and it would still need a head
   trained on the same data."""
@@ -55,7 +56,8 @@ from voice_gateway.turns.transcript import DIGITS, looks_looped
 WEIGHTS = Path(__file__).with_name("text_eou.npz")
 BITS = 18
 _MASK = (1 << BITS) - 1
-_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)*|[0-9]")
+_TOKEN = re.compile(r"[a-z]+|[0-9]")
+_APOSTROPHE = re.compile("['\u2019]")
 _SPOKEN = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _AUX = frozenset(
     "do does did is are was were can could would will should have has had may shall am".split()
@@ -77,9 +79,10 @@ MAX_FOREIGN = 0.2  # above this share of non-ASCII letters neither
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words, digits spelt one by one; punctuation and case dropped."""
+    """Lower-case words, digits spelt one by one; punctuation, case and apostrophes dropped
+    ("I'm" and chat's "im" read the same)."""
     out: list[str] = []
-    for tok in _TOKEN.findall(text.lower().replace("\u2019", "'")):
+    for tok in _TOKEN.findall(_APOSTROPHE.sub("", text.lower())):
         out.append(_SPOKEN[int(tok)] if tok.isdigit() else tok)
     return out
 
@@ -115,10 +118,9 @@ det: a an the this that these those my your his her our their its some any each 
 prep: to of in on at for from with by about into over under after before between through
 prep: during without than as
 conj: and or but so because if when while although though unless until since nor then
-subj: i you he she we they i'm i'd i'll i've we're you're they're there's what's let's it's
-subj: that's he's she's
+subj: i you he she we they im id ill ive youre theyre theres whats lets thats hes shes
 aux: is are was were be been being am do does did have has had can could would will should
-aux: might must shall may don't can't won't didn't isn't
+aux: might must shall may dont cant wont didnt isnt
 wh: what where who whom whose why how which
 fill: um uh er erm hmm mm like well
 """
@@ -169,8 +171,8 @@ def word_hash(word: str) -> int:
 
 
 def _known(w: str, vocab: frozenset[int]) -> bool:
-    """In the vocabulary as it is, or its stem before an apostrophe ("dashwood's")."""
-    return word_hash(w) in vocab or word_hash(w.split("'")[0]) in vocab
+    """In the vocabulary as it is, or without a plural or possessive "s" ("dashwoods")."""
+    return word_hash(w) in vocab or (w.endswith("s") and word_hash(w[:-1]) in vocab)
 
 
 @dataclass(frozen=True)
