@@ -465,7 +465,7 @@ def main() -> None:
     name = "text_eou.check.npz" if args.check else "text_eou.npz"
     out = ROOT / "voice_gateway" / "turns" / name
     np.savez_compressed(out, weights=weights, vocab=vocab)
-    model = text_eou.load(out)
+    model = text_eou.read(out)
     print(f"examples {len(examples)}", file=sys.stderr)
     print(f"train {accuracy(model, examples)}", file=sys.stderr)
     for source, pairs in (("chatterbot", cb_test), ("chitchat", cc_test)):

@@ -6,6 +6,7 @@ bench/text_eou.py measured, less a margin; its cost is measured there, not here.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,15 +126,24 @@ def test_question_kinds() -> None:
     assert question_kind(None) == question_kind("  ") == "none"
 
 
-def test_loaded_once_across_threads() -> None:
-    text_eou._model = None
+def test_read_once_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[Path] = []
+    real_read = text_eou.read
+
+    def counted(path: Path) -> text_eou.TextEou:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(text_eou, "read", counted)
+    monkeypatch.setattr(text_eou, "_model", None)
     seen: list[text_eou.TextEou] = []
     threads = [threading.Thread(target=lambda: seen.append(text_eou.load())) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len({id(m) for m in seen}) == 1
+    assert reads == [text_eou.WEIGHTS]
+    assert len(seen) == 8 and len({id(m) for m in seen}) == 1
     assert seen[0].weights.shape == (1 << text_eou.BITS,)
     assert np.isfinite(seen[0].weights).all()
 
