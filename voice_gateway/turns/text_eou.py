@@ -35,10 +35,10 @@ Measured by `python bench/text_eou.py` (P >= 0.5 read as complete):
   prefixes; P < 0.2 covers 49 % of the prefixes, right 97 % of the time. P > 0.8 is right
   only about half the time: "the words run on" is the signal to trust, "complete" needs
   the audio too.
-- cost: 0.055 ms median, 0.69 ms p99 per decision on one thread (load 100 ms, weights 1.2
-  MB). The bundled MiniLM encoder alone costs 4.5 ms a sentence (memory/minilm.py) and had a
-  p99 of 100-300 ms under load: too slow for every pause, and it would still need a head
-  trained on the same data."""
+- cost: 0.05 ms median, 0.4-2.4 ms p99 per decision on one thread (runs on this shared
+  2-core machine; load 50-100 ms, weights 1.2 MB). The bundled MiniLM encoder alone costs
+  4.5 ms a sentence (memory/minilm.py) and had a p99 of 100-300 ms under load: too slow for
+  every pause, and it would still need a head trained on the same data."""
 
 from __future__ import annotations
 
