@@ -26,14 +26,9 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import (
-    MessagesRequest,
-    MessageType,
-    iso,
-    letta_messages,
-    tool_return_json,
-)
-from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.protocol.letta import MessagesRequest, MessageType, iso
+from voice_gateway.protocol.letta_messages import letta_messages, tool_return_json
+from voice_gateway.routes.http import parse_body, query_bool, query_int
 from voice_gateway.runs import runs_of
 
 Events = Callable[[], AsyncGenerator[AgentEvent, None]]
@@ -132,7 +127,8 @@ async def respond(gw: Any, agent_id: str, inp: TurnInput, body: MessagesRequest)
     async with aclosing(runs_of(gw).run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
-                messages += [m for m in letta_messages(ev.message) if body.wants(m)]
+                shown = letta_messages(ev.message, body.use_assistant_message)
+                messages += [m for m in shown if body.wants(m)]
             elif isinstance(ev, RunDone):
                 done = ev
     assert done is not None
@@ -161,7 +157,11 @@ def sse(gw: Any, agent_id: str, inp: TurnInput, req: MessagesRequest) -> Streami
     """Run the turn (cancellable through its conversation) and stream it as SSE."""
     tokens = req.stream_tokens
     return sse_events(
-        gw, lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
+        gw,
+        lambda: runs_of(gw).run(gw.loop, agent_id, inp, tokens=tokens),
+        tokens,
+        wants=req.wants,
+        assistant=req.use_assistant_message,
     )
 
 
@@ -172,12 +172,13 @@ def sse_events(
     count: bool = True,
     start: int = 0,
     wants: Wants | None = None,
+    assistant: bool = True,
 ) -> StreamingResponse:
     """SSE of a run's events from event `start` on (`count`: a new turn for the metrics, not
     a resumed stream). Each chunk's `seq_id` is its event's number in the run: a client that
     lost the stream resumes with `starting_after` = the last seq_id it got."""
     return StreamingResponse(
-        sse_frames(gw, events_of, tokens, count, start, wants),
+        sse_frames(gw, events_of, tokens, count, start, wants, assistant),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
@@ -190,13 +191,14 @@ async def sse_frames(
     count: bool = True,
     start: int = 0,
     wants: Wants | None = None,
+    assistant: bool = True,
 ) -> AsyncIterator[str]:
     """The SSE frames of `sse_events` (also mirrored to Redis: voice_gateway/run_mirror.py)."""
     seq = start
     async with aclosing(events_of()) as events:
         async for ev in events:
             seq += 1
-            for chunk in _chunks(ev, tokens):
+            for chunk in _chunks(ev, tokens, assistant):
                 if wants is None or wants(chunk):
                     yield _data({**chunk, "seq_id": seq})
             if isinstance(ev, RunDone):
@@ -213,7 +215,7 @@ async def sse_frames(
     yield "data: [DONE]\n\n"
 
 
-def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
+def _chunks(ev: object, tokens: bool, assistant: bool = True) -> list[dict[str, Any]]:
     now = iso(None)
     if tokens:
         if isinstance(ev, TextDelta):
@@ -273,7 +275,7 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
             ]
         return []
     if isinstance(ev, MessageSaved) and ev.message.role != "user":
-        return letta_messages(ev.message)
+        return letta_messages(ev.message, assistant)
     return []
 
 
@@ -298,10 +300,13 @@ def query_message_types(request: Request) -> frozenset[str] | None:
     return frozenset(given) if given else None
 
 
-def messages_json(rows: list[Any], kinds: frozenset[str] | None) -> list[dict[str, Any]]:
+def messages_json(
+    rows: list[Any], kinds: frozenset[str] | None, use_assistant_message: bool = True
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in rows:
-        out += [x for x in letta_messages(m) if kinds is None or x["message_type"] in kinds]
+        shown = letta_messages(m, use_assistant_message)
+        out += [x for x in shown if kinds is None or x["message_type"] in kinds]
     return out
 
 
@@ -309,28 +314,37 @@ async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
-    return await message_page(request, agent.id, request.query_params.get("conversation_id"))
+    conv_id = request.query_params.get("conversation_id")
+    return await message_page(request, agent.id, conv_id, chronological=True)
 
 
 async def message_page(
-    request: Request, agent_id: str, conversation_id: str | None
+    request: Request, agent_id: str, conversation_id: str | None, chronological: bool = False
 ) -> JSONResponse:
     """A page of an agent's stored messages (of one conversation if given) in Letta's union,
-    from the query's limit, after, before and order."""
+    from the query's limit, after, before and order. `chronological`: Letta's agent history,
+    where `after` is always newer and `before` older than its cursor, `order` picks the end a
+    page is taken from (desc: the newest) and a page always reads oldest first."""
     q = request.query_params
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
     kinds = query_message_types(request)
+    after, before = q.get("after"), q.get("before")
+    if chronological and order == "desc":  # the store's cursors follow its sort order
+        after, before = before, after
     rows = await request.app.state.gw.memory.messages.page(
         agent_id,
         limit=query_int(request, "limit", 100),
-        after=q.get("after"),
-        before=q.get("before"),
+        after=after,
+        before=before,
         order=order,
         conversation_id=conversation_id,
     )
-    return JSONResponse(messages_json(rows, kinds))
+    if chronological and order == "desc":
+        rows = rows[::-1]
+    assistant = query_bool(request, "use_assistant_message", True)
+    return JSONResponse(messages_json(rows, kinds, assistant))
 
 
 def routes() -> list[BaseRoute]:
