@@ -18,6 +18,7 @@ from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import (
     rest_agent_files,
+    rest_generate,
     rest_mcp,
     rest_memory,
     rest_messages,
@@ -204,6 +205,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/{agent_id}", update_agent, methods=["PATCH"]),
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
         *rest_messages.routes(),
+        *rest_generate.routes(),
         *rest_memory.routes(),
         *rest_tool_actions.routes(),
         *rest_tools.routes(),
