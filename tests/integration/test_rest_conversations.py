@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from letta_client import APIResponseValidationError, Letta
+from letta_client import APIResponseValidationError, BadRequestError, Letta
 from letta_client.types import AgentState
 
 from memory.service import Memory
@@ -75,9 +75,15 @@ def test_conversations_strict(c: Clients, fake_llm: FakeLLM) -> None:
     assert tokens[-1].message_type == "usage_statistics"
     listed = list(s.conversations.messages.list(conv.id, order="asc"))
     assert [m.message_type for m in listed] == ["user_message", "assistant_message"] * 2
-    # resume: the conversation's last run, replayed in its SSE form
-    replay = list(s.conversations.messages.stream(conv.id))
-    assert replay[-1].message_type == "usage_statistics"
+    # resume (Letta's rule): a run that ended replays only if it ran in the background
+    with pytest.raises(BadRequestError, match="not created in background mode"):
+        list(s.conversations.messages.stream(conv.id))
+    empty = s.conversations.create(agent_id=agent.id)
+    with pytest.raises(BadRequestError, match="No active runs found"):
+        list(s.conversations.messages.stream(empty.id))
+    with pytest.raises(BadRequestError, match="no messages in context to compact"):
+        s.conversations.messages.compact(empty.id)
+    assert c.http.post(f"/v1/conversations/{empty.id}/recompile").status_code == 200  # no body
 
     ctx = s.conversations.retrieve(conv.id).in_context_message_ids or []
     fork = s.conversations.fork(conv.id)

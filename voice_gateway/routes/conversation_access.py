@@ -61,6 +61,8 @@ async def compact(gw: Any, agent: AgentData, conv: ConversationData) -> dict[str
     async with gw.loop.locks.hold(conv.id):
         context = order_context(await gw.memory.messages.in_context(conv.id, None))
         before = len(context)
+        if not context:  # Letta's: nothing to compact is a bad request
+            raise ApiError(400, f"conversation {conv.id} has no messages in context to compact")
         if not [m for m in context if m.seq is not None and m.kind != "summary"]:
             summary = next((m.content for m in context if m.kind == "summary"), "")
             return {"num_messages_before": before, "num_messages_after": before, "summary": summary}

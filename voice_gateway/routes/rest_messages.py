@@ -81,8 +81,9 @@ async def turn_input(
         names = ", ".join(c.name for c in waiting[1])
         raise ApiError(
             409,
-            f"the conversation waits for an approval or a client tool result ({names}): "
-            "answer it with an approval message first",
+            "Cannot send a new message: the agent is waiting for approval on a tool call or "
+            f"for a client tool result ({names}). Please approve or deny the pending request "
+            "before continuing.",
         )
     return TurnInput(
         text=text or "",
@@ -95,10 +96,15 @@ async def turn_input(
 
 
 def match_answers(answers: list[Answer], waiting: Any) -> list[Answer]:
-    """Answers by the waiting calls' ids ("*" or the request's message id: every call); an
-    answer for no waiting call is a 409."""
+    """Answers by the waiting calls' ids ("*" or the request's message id: every call), in
+    Letta's words: answering when nothing waits, or naming a call that does not wait, is a
+    400 (a waiting call left unanswered is refused by the loop)."""
     if waiting is None:
-        raise ApiError(409, "no tool call of this conversation is waiting for an approval")
+        raise ApiError(
+            400,
+            "Cannot process approval response: No tool call is currently awaiting approval. "
+            "Please send a regular message to interact with the agent.",
+        )
     request, calls = waiting
     ids = {c.id for c in calls}
     out: list[Answer] = []
@@ -108,7 +114,8 @@ def match_answers(answers: list[Answer], waiting: Any) -> list[Answer]:
         elif a.call_id in ids:
             out.append(a)
         else:
-            raise ApiError(409, f"tool call {a.call_id!r} is not waiting for an answer")
+            given = [x.call_id for x in answers]
+            raise ApiError(400, f"Invalid tool call IDs: Expected {sorted(ids)}, got {given}")
     return out
 
 
