@@ -168,6 +168,24 @@ def test_client_tool_over_rest(client: Letta, fake_llm: FakeLLM) -> None:
     assert last == {"role": "tool", "tool_call_id": call_id, "content": "map of Paris shown"}
 
 
+def test_client_tool_overrides_the_agents_tool(client: Letta, fake_llm: FakeLLM) -> None:
+    """A client tool named as one of the agent's tools replaces it for that run (Letta's): the
+    call waits for the client, the server's tool never runs."""
+    client.tools.create(source_code=NOTE)
+    agent = client.agents.create(model="openai/fake", include_base_tools=False, tools=["note"])
+    tool = {"name": "note", "description": "Note it on the client.", "parameters": {}}
+    fake_llm.push(Reply(tool_calls=[ToolCallSpec("note", {"text": "x"})]))
+    resp = client.agents.messages.create(
+        agent_id=agent.id, messages=[{"role": "user", "content": "note x"}], client_tools=[tool]
+    )
+    assert resp.stop_reason.stop_reason == "requires_approval"
+    assert [t["function"]["name"] for t in fake_llm.requests[-1]["tools"]] == ["note"]
+    assert fake_llm.requests[-1]["tools"][0]["function"]["description"] == "Note it on the client."
+    req = resp.messages[-1]
+    assert req.message_type == "approval_request_message" and req.tool_call.name == "note"
+    assert not [m for m in resp.messages if m.message_type == "tool_return_message"]
+
+
 NOTE = '''
 def note(text: str) -> str:
     """Write a note.

@@ -70,10 +70,7 @@ async def turn_input(
     text = body.user_text()
     if text is None and answers is None:
         raise ApiError(422, "messages must include a user message with text content")
-    clients = [c.spec() for c in body.client_tools or []]
-    clash = sorted({c.name for c in clients} & set(agent.tool_names))
-    if clash:
-        raise ApiError(422, f"client_tools may not shadow the agent's tools: {', '.join(clash)}")
+    clients = [c.spec() for c in body.client_tools or []]  # one named as the agent's wins
     waiting = await waiting_in(gw.memory, agent.id, conversation_id)
     if answers is not None:
         answers = match_answers(answers, waiting)
