@@ -76,9 +76,9 @@ def test_parallel_calls_are_one_tool_call_message(client: Letta, fake_llm: FakeL
     assert otid_index(r1.otid) == 0 and otid_index(last.otid) == 0 and r1.otid != r2.otid
     assert str(uuid.UUID(calls.otid).int >> 7) == str(uuid.UUID(calls.id[8:]).int >> 7)
     listed = client.agents.messages.list(agent_id=agent.id).items  # oldest first
-    assert [m.message_type for m in listed] == ["user_message", *kinds]
-    assert listed[0].otid == "my-otid"
-    assert [m.otid for m in listed[1:]] == [m.otid for m in resp.messages]
+    assert [m.message_type for m in listed] == ["system_message", "user_message", *kinds]
+    assert listed[1].otid == "my-otid"
+    assert [m.otid for m in listed[2:]] == [m.otid for m in resp.messages]
 
 
 def test_send_message_as_assistant_message(
@@ -96,11 +96,12 @@ def test_send_message_as_assistant_message(
         f"/v1/agents/{agent.id}/messages", params={"use_assistant_message": "false"}
     ).json()
     assert [m["message_type"] for m in raw] == [
+        "system_message",
         "user_message",
         "tool_call_message",
         "tool_return_message",
     ]
-    assert raw[1]["tool_call"]["name"] == "send_message"
+    assert raw[2]["tool_call"]["name"] == "send_message"
     bad = http.get(f"/v1/agents/{agent.id}/messages", params={"use_assistant_message": "maybe"})
     assert bad.status_code == 422
     both = http.post(
@@ -130,7 +131,8 @@ def test_generate(client: Letta, http: httpx.Client, fake_llm: FakeLLM) -> None:
         {"role": "system", "content": "Answer in one word."},
         {"role": "user", "content": "What is 2+2?"},
     ]
-    assert client.agents.messages.list(agent_id=agent.id).items == []  # nothing stored
+    listed = client.agents.messages.list(agent_id=agent.id).items
+    assert [m.message_type for m in listed] == ["system_message"]  # nothing stored
     fake_llm.push(Reply(text="Hi."))
     r = http.post(
         f"/v1/agents/{agent.id}/generate", json={"prompt": "hi", "override_model": "openai/other"}
@@ -210,4 +212,4 @@ def test_preview_raw_payload(client: Letta, http: httpx.Client, fake_llm: FakeLL
     assert payload["messages"][-1]["content"] == "again"
     assert [t["function"]["name"] for t in payload["tools"]] == ["conversation_search"]
     assert payload["user"].startswith("user-")
-    assert len(client.agents.messages.list(agent_id=agent.id).items) == 2  # nothing stored
+    assert len(client.agents.messages.list(agent_id=agent.id).items) == 3  # nothing stored

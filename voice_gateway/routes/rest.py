@@ -17,6 +17,7 @@ from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
 from voice_gateway.routes import (
+    conversation_access,
     rest_agent_files,
     rest_generate,
     rest_mcp,
@@ -107,6 +108,8 @@ async def create_agent(request: Request) -> JSONResponse:
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
     )
+    default = default_conversation_id(agent.id)
+    await conversation_access.system_message(gw, agent.id, default, None)
     if body.initial_message_sequence:  # Letta's: the agent's context starts with these
         await gw.memory.messages.append(
             [

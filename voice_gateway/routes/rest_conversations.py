@@ -52,6 +52,7 @@ async def create_conversation(request: Request) -> JSONResponse:
     except BadCallerKey as exc:
         raise ApiError(400, f"bad caller key: {exc}") from None
     conv = opened.conversation
+    await access.system_message(gw, agent.id, conv.id, conv.identity_id)  # `new`: made now
     if body.summary is not None or body.model is not None:
         conv = await gw.memory.conversations.update(conv.id, summary=body.summary, model=body.model)
     return JSONResponse(await _json(request, conv))
