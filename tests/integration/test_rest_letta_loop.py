@@ -213,3 +213,31 @@ def test_preview_raw_payload(client: Letta, http: httpx.Client, fake_llm: FakeLL
     assert [t["function"]["name"] for t in payload["tools"]] == ["conversation_search"]
     assert payload["user"].startswith("user-")
     assert len(client.agents.messages.list(agent_id=agent.id).items) == 3  # nothing stored
+
+
+def test_conversation_system_message(client: Letta, http: httpx.Client, fake_llm: FakeLLM) -> None:
+    agent = client.agents.create(
+        model="openai/fake", memory_blocks=[{"label": "human", "value": "Name: Ada"}]
+    )
+    conv = client.conversations.create(agent_id=agent.id)
+    ids = client.conversations.retrieve(conv.id).in_context_message_ids or []
+    listed = list(client.conversations.messages.list(conv.id, order="asc"))
+    assert [m.message_type for m in listed] == ["system_message"] and ids == [listed[0].id]
+    assert "Name: Ada" in listed[0].content  # type: ignore[union-attr]
+    client.agents.blocks.update("human", agent_id=agent.id, value="Name: Grace")
+    fake_llm.push(Reply(text="Hi Grace."))
+    list(client.conversations.messages.create(conv.id, input="hello"))
+    sent = fake_llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"]  # the stored one is not sent
+    assert "Name: Grace" in sent[0]["content"]  # each turn compiles the blocks as they are
+    first = next(iter(client.conversations.messages.list(conv.id, order="asc")))
+    assert "Name: Ada" in first.content  # type: ignore[union-attr]
+    r = http.post(f"/v1/conversations/{conv.id}/recompile", params={"dry_run": "true"})
+    assert r.status_code == 200 and "Name: Grace" in r.json()
+    first = next(iter(client.conversations.messages.list(conv.id, order="asc")))
+    assert "Name: Ada" in first.content  # type: ignore[union-attr]
+    assert http.post(f"/v1/conversations/{conv.id}/recompile").status_code == 200
+    first = next(iter(client.conversations.messages.list(conv.id, order="asc")))
+    assert first.id == ids[0] and "Name: Grace" in first.content  # type: ignore[union-attr]
+    found = http.post("/v1/messages/search", json={"query": "Grace"}).json()
+    assert all(m["message_type"] != "system_message" for m in found)
