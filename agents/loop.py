@@ -31,12 +31,12 @@ from agents.summarizer import Summarizer
 from agents.tool_steps import (
     REQUIRED_NOTE,
     answer_waiting,
-    client_tool,
     ends_run,
     offered,
     plan,
     rules_of,
     tool_message,
+    with_client_tools,
 )
 from agents.tools import REGISTRY, ToolContext
 from agents.tools.custom import custom_tool
@@ -218,9 +218,7 @@ class AgentLoop:
         transaction per step (as Letta does)."""
         inp, agent = run.inp, run.agent
         provider, model = self.llms.resolve(inp.model or agent.model)
-        tools = await self.load_tools(agent, inp.mode)
-        names = {t.name for t in tools}
-        tools += [client_tool(c) for c in inp.client_tools if c.name not in names]
+        tools = with_client_tools(await self.load_tools(agent, inp.mode), inp.client_tools)
         by_name = {t.name: t for t in tools}
         solver = rules_of(agent)
         run.rules_text = solver.prompt_block()

@@ -42,6 +42,13 @@ def rules_of(agent: AgentData) -> RuleSolver:
         return RuleSolver([])
 
 
+def with_client_tools(tools: list[Tool], clients: list[ClientTool]) -> list[Tool]:
+    """The run's tools with the request's client tools; a client tool named as one of the
+    agent's overrides it for this run (Letta's: the client runs it)."""
+    mine = {c.name for c in clients}
+    return [t for t in tools if t.name not in mine] + [client_tool(c) for c in clients]
+
+
 def client_tool(spec: ClientTool) -> Tool:
     """A Tool the loop never runs: a call of it waits for the client's result."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import delete, or_, select, tuple_
 
 from memory.db import Database
 from memory.ids import default_conversation_id, new_id, utcnow
@@ -175,10 +175,44 @@ class ConversationStore:
                 raise NotFound("conversation", conversation_id)
 
     async def in_context_ids(self, conversation_id: str) -> list[str]:
+        """Letta's `in_context_message_ids`: the system message, then the context window."""
         async with self.db.read() as s:
             rows = await s.scalars(
                 select(Message.id)
-                .where(Message.conversation_id == conversation_id, Message.in_context.is_(True))
+                .where(
+                    Message.conversation_id == conversation_id,
+                    or_(Message.in_context.is_(True), Message.kind == "system"),
+                )
                 .order_by(Message.seq)
             )
             return list(rows)
+
+    async def set_system(
+        self, conversation_id: str, agent_id: str, identity_id: str | None, text: str
+    ) -> None:
+        """The conversation's system message, as Letta lists it first: stored when the
+        conversation is made, its text replaced on recompile. It stays out of the context
+        window (each turn compiles the prompt from the blocks as they are then)."""
+        async with self.db.write() as s:
+            row = await s.scalar(
+                select(Message).where(
+                    Message.conversation_id == conversation_id, Message.kind == "system"
+                )
+            )
+            if row is not None:
+                row.content = text
+                return
+            s.add(
+                Message(
+                    id=new_id("message"),
+                    agent_id=agent_id,
+                    conversation_id=conversation_id,
+                    identity_id=identity_id,
+                    role="system",
+                    kind="system",
+                    content=text,
+                    tool_calls=[],
+                    in_context=False,
+                    created_at=utcnow(),
+                )
+            )

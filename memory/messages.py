@@ -278,7 +278,7 @@ class MessageStore:
         """Full-text search (every word, case-insensitive) of the messages of `agent_ids`
         (None: all agents), newest first: Letta's `POST /v1/messages/search`."""
         async with self.db.read() as s:
-            q = select(Message).where(Message.kind != "note")
+            q = select(Message).where(Message.kind.notin_(("note", "system")))
             if agent_ids is not None:
                 q = q.where(Message.agent_id.in_(agent_ids))
             if agent_id is not None:

@@ -111,7 +111,11 @@ class MessageData(_Model):
     content: str = ""
     # approval_request: an assistant step whose calls wait for a person or a client;
     # approval: the answer to it (not sent to the model: the tool messages carry it)
-    kind: Literal["message", "summary", "note", "approval_request", "approval"] = "message"
+    # system: the conversation's compiled prompt as Letta lists it first (never in the
+    # window: each turn compiles its own from the current blocks)
+    kind: Literal["message", "summary", "note", "approval_request", "approval", "system"] = (
+        "message"
+    )
     seq: int | None = None
     conversation_id: str | None = None
     identity_id: str | None = None

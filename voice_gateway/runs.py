@@ -38,6 +38,7 @@ class ActiveRun:
     tokens: bool  # the SSE form the run was started with (resume replays it the same way)
     events: list[AgentEvent] = field(default_factory=list)
     done: bool = False
+    background: bool = False  # started by /messages/async: replayable after it ended
     task: asyncio.Task[None] | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -101,6 +102,7 @@ class ConversationRuns:
             record, background=True, request_config=request_config, metadata=metadata
         )
         run = self._register(loop, agent_id, inp, tokens=True)  # re-attached: token by token
+        run.background = True
         assert run.task is not None
         self.background.add(run.task)
         run.task.add_done_callback(self.background.discard)

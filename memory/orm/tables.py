@@ -195,7 +195,7 @@ class Message(Base):
     turn_id: Mapped[str | None] = mapped_column(String(64))
     step_id: Mapped[str | None] = mapped_column(String(64))
     role: Mapped[str] = mapped_column(String(16))  # system | user | assistant | tool
-    # message | summary | note | approval_request | approval (agents/approvals.py)
+    # message | summary | note | approval_request | approval (agents/approvals.py) | system
     kind: Mapped[str] = mapped_column(String(16), default="message")
     content: Mapped[str] = mapped_column(Text, default="")
     reasoning: Mapped[str | None] = mapped_column(Text)

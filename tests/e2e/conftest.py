@@ -31,9 +31,11 @@ class VoiceGateway:
         return f"{self.server.ws_url}/v1/agents/{agent_id}/voice"
 
     def messages(self, agent_id: str) -> list[dict]:
-        return self.http.get(
+        """The agent's stored turns, oldest first (its system message left out)."""
+        listed = self.http.get(
             f"/v1/agents/{agent_id}/messages", params={"order": "asc", "limit": 500}
         ).json()
+        return [m for m in listed if m["message_type"] != "system_message"]
 
 
 @contextmanager

@@ -3,7 +3,7 @@ letta-client SDK: a call of a tool that requires approval stops the run with an
 `approval_request_message` (stop reason `requires_approval`) and nothing runs; an approval
 message approves (the tool runs once) or denies with a reason (it never runs); a client tool's
 call pauses the run until the client returns its result. Bad input: an approval when nothing
-waits, a message while something waits, an unknown call id (409)."""
+waits, a message while something waits, an unknown call id (400, in Letta's words)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from letta_client import ConflictError, Letta
+from letta_client import BadRequestError, ConflictError, Letta
 
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
 from tests.support.servers import ServerThread
@@ -87,7 +87,7 @@ def test_approve_runs_the_tool_once(client: Letta, fake_llm: FakeLLM) -> None:
     roles = [m["role"] for m in fake_llm.requests[-1]["messages"]]
     assert roles[-2:] == ["assistant", "tool"]
     # answering again: nothing waits any more
-    with pytest.raises(ConflictError, match="waiting"):
+    with pytest.raises(BadRequestError, match="No tool call is currently awaiting approval"):
         client.agents.messages.create(
             agent_id=agent_id,
             messages=[{"type": "approval", "approve": True}],  # type: ignore[list-item]
@@ -98,11 +98,13 @@ def test_approve_runs_the_tool_once(client: Letta, fake_llm: FakeLLM) -> None:
 def test_deny_with_reason_never_runs(client: Letta, fake_llm: FakeLLM) -> None:
     agent_id = new_agent(client)
     ask_transfer(client, fake_llm, agent_id)
-    with pytest.raises(ConflictError, match="waits for an approval"):
+    with pytest.raises(ConflictError, match="Cannot send a new message"):
         client.agents.messages.create(
             agent_id=agent_id, messages=[{"role": "user", "content": "hello?"}]
         )
-    with pytest.raises(ConflictError, match="not waiting"):
+    with pytest.raises(
+        BadRequestError, match=r"Invalid tool call IDs: Expected \[.call_.*got \[.call-x.\]"
+    ):
         client.agents.messages.create(
             agent_id=agent_id,
             messages=[
@@ -164,6 +166,24 @@ def test_client_tool_over_rest(client: Letta, fake_llm: FakeLLM) -> None:
     assert [(m.status, m.tool_return) for m in ret] == [("success", "map of Paris shown")]  # type: ignore[union-attr]
     last = fake_llm.requests[-1]["messages"][-1]
     assert last == {"role": "tool", "tool_call_id": call_id, "content": "map of Paris shown"}
+
+
+def test_client_tool_overrides_the_agents_tool(client: Letta, fake_llm: FakeLLM) -> None:
+    """A client tool named as one of the agent's tools replaces it for that run (Letta's): the
+    call waits for the client, the server's tool never runs."""
+    client.tools.create(source_code=NOTE)
+    agent = client.agents.create(model="openai/fake", include_base_tools=False, tools=["note"])
+    tool = {"name": "note", "description": "Note it on the client.", "parameters": {}}
+    fake_llm.push(Reply(tool_calls=[ToolCallSpec("note", {"text": "x"})]))
+    resp = client.agents.messages.create(
+        agent_id=agent.id, messages=[{"role": "user", "content": "note x"}], client_tools=[tool]
+    )
+    assert resp.stop_reason.stop_reason == "requires_approval"
+    assert [t["function"]["name"] for t in fake_llm.requests[-1]["tools"]] == ["note"]
+    assert fake_llm.requests[-1]["tools"][0]["function"]["description"] == "Note it on the client."
+    req = resp.messages[-1]
+    assert req.message_type == "approval_request_message" and req.tool_call.name == "note"
+    assert not [m for m in resp.messages if m.message_type == "tool_return_message"]
 
 
 NOTE = '''

@@ -140,7 +140,11 @@ async def test_streaming_with_the_openai_sdk(cc: CC) -> None:
     assert "old question" not in json.dumps(sent) and "platform's prompt" not in json.dumps(sent)
     assert "transfer_call" not in {t["function"]["name"] for t in sent.get("tools", [])}
     stored = [(m["message_type"], m.get("content")) for m in cc.messages(agent_id)]
-    assert stored == [("user_message", "Which tea should I drink?"), ("assistant_message", ANSWER)]
+    assert stored[0][0] == "system_message"  # the agent's, from its creation
+    assert stored[1:] == [
+        ("user_message", "Which tea should I drink?"),
+        ("assistant_message", ANSWER),
+    ]
     (event,) = await cc.transcripts(agent_id, 1)
     assert event["source"] == "text" and event["agent_text"] == ANSWER
     assert event["user_text"] == "Which tea should I drink?"

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from letta_client import APIResponseValidationError, Letta
+from letta_client import APIResponseValidationError, BadRequestError, Letta
 from letta_client.types import AgentState
 
 from memory.service import Memory
@@ -74,14 +74,23 @@ def test_conversations_strict(c: Clients, fake_llm: FakeLLM) -> None:
     tokens = list(s.conversations.messages.create(conv.id, input="again", stream_tokens=True))
     assert tokens[-1].message_type == "usage_statistics"
     listed = list(s.conversations.messages.list(conv.id, order="asc"))
-    assert [m.message_type for m in listed] == ["user_message", "assistant_message"] * 2
-    # resume: the conversation's last run, replayed in its SSE form
-    replay = list(s.conversations.messages.stream(conv.id))
-    assert replay[-1].message_type == "usage_statistics"
+    assert [m.message_type for m in listed] == ["system_message"] + [
+        "user_message",
+        "assistant_message",
+    ] * 2  # Letta's: the conversation's system message first
+    # resume (Letta's rule): a run that ended replays only if it ran in the background
+    with pytest.raises(BadRequestError, match="not created in background mode"):
+        list(s.conversations.messages.stream(conv.id))
+    empty = s.conversations.create(agent_id=agent.id)
+    with pytest.raises(BadRequestError, match="No active runs found"):
+        list(s.conversations.messages.stream(empty.id))
+    with pytest.raises(BadRequestError, match="no messages in context to compact"):
+        s.conversations.messages.compact(empty.id)
+    assert c.http.post(f"/v1/conversations/{empty.id}/recompile").status_code == 200  # no body
 
     ctx = s.conversations.retrieve(conv.id).in_context_message_ids or []
     fork = s.conversations.fork(conv.id)
-    assert fork.id != conv.id and len(fork.in_context_message_ids or []) == len(ctx) == 4
+    assert fork.id != conv.id and len(fork.in_context_message_ids or []) == len(ctx) == 5
     assert fork.identity_id == conv.identity_id  # type: ignore[attr-defined]
     fake_llm.requests.clear()
     fake_llm.push(Reply(text="The user's word is heliotrope."))
@@ -90,7 +99,7 @@ def test_conversations_strict(c: Clients, fake_llm: FakeLLM) -> None:
     assert compacted.summary == "The user's word is heliotrope."
     assert "my word is heliotrope" in str(fake_llm.requests[0]["messages"])  # what it folded
     after = s.conversations.retrieve(conv.id).in_context_message_ids or []
-    assert len(after) == 1 and after[0] not in ctx
+    assert len(after) == 2 and after[0] == ctx[0] and after[1] not in ctx  # system, summary
     prompt = s.conversations.recompile(conv.id, dry_run=True)
     assert isinstance(prompt, str) and "<memory_blocks>" in prompt
     assert s.conversations.cancel(conv.id) == {}  # nothing running
@@ -137,9 +146,10 @@ def test_cancel_stops_a_running_turn(c: Clients, fake_llm: FakeLLM) -> None:
     assert list(cancelled.values()) == ["cancelled"]
     assert reply["stop_reason"]["stop_reason"] == "cancelled"
     stored = c.http.get(f"/v1/conversations/{conv.id}/messages", params={"order": "asc"}).json()
-    assert stored[0]["content"] == "count slowly"
+    assert stored[0]["message_type"] == "system_message"
+    assert stored[1]["content"] == "count slowly"
     # the turn kept what it had produced, cut short
-    assert stored[1]["message_type"] == "assistant_message" and stored[1]["truncated"] is True
+    assert stored[2]["message_type"] == "assistant_message" and stored[2]["truncated"] is True
     assert "seven" not in stored[1]["content"]
 
 

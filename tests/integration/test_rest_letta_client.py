@@ -127,10 +127,13 @@ def test_message_pagination_ends(client: Letta) -> None:
     everything = list(client.agents.messages.list(agent_id=agent.id, limit=3, order="asc"))
     user_texts = [m.content for m in everything if m.message_type == "user_message"]
     assert user_texts == [f"note {i}" for i in range(5)]
-    newest_first = list(client.agents.messages.list(agent_id=agent.id, limit=2))
-    assert [m.content for m in newest_first if m.message_type == "user_message"] == [
-        f"note {i}" for i in reversed(range(5))
-    ]
+    # Letta's agent history: `desc` takes the newest page, read oldest first; `after` is newer
+    newest = client.agents.messages.list(agent_id=agent.id, limit=2).items
+    assert [m.message_type for m in newest] == ["user_message", "assistant_message"]
+    assert newest[0].content == "note 4"
+    older = client.agents.messages.list(agent_id=agent.id, before=newest[0].id, limit=2).items
+    assert [m.content for m in older if m.message_type == "user_message"] == ["note 3"]
+    assert not client.agents.messages.list(agent_id=agent.id, after=newest[-1].id).items
     page = client.agents.messages.list(agent_id=agent.id, limit=4, order="asc")
     last = page.items[-1].id
     after = client.agents.messages.list(agent_id=agent.id, after=last, order="asc", limit=100)

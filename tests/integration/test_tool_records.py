@@ -105,10 +105,22 @@ def test_send_message_answers_and_ends_the_turn(client: Letta, fake_llm: FakeLLM
     resp = client.agents.messages.create(
         agent_id=agent.id, messages=[{"role": "user", "content": "hello"}]
     )
+    # Letta's default: the send_message call is the assistant message it says
+    assert [m.message_type for m in resp.messages] == ["assistant_message"]
+    assert resp.messages[0].content == "Hi there!"
+    assert resp.stop_reason.stop_reason == "end_turn" and len(fake_llm.requests) == 1
+    fake_llm.push(Reply(tool_calls=[ToolCallSpec("send_message", {"message": "Again."})]))
+    resp = client.agents.messages.create(
+        agent_id=agent.id,
+        messages=[{"role": "user", "content": "hello"}],
+        use_assistant_message=False,
+    )
     kinds = [m.message_type for m in resp.messages]
     assert kinds == ["tool_call_message", "tool_return_message"]
-    assert json.loads(resp.messages[0].tool_call.arguments) == {"message": "Hi there!"}
-    assert resp.stop_reason.stop_reason == "end_turn" and len(fake_llm.requests) == 1
+    assert json.loads(resp.messages[0].tool_call.arguments) == {"message": "Again."}
+    listed = client.agents.messages.list(agent_id=agent.id, limit=3).items  # call, its return
+    assert [m.message_type for m in listed] == ["user_message", "assistant_message"]
+    assert listed[1].content == "Again."
 
 
 def test_run_a_tool_outside_a_turn(client: Letta) -> None:

@@ -1,5 +1,5 @@
 """voice_gateway/turns stands alone: its modules import no other part of the gateway but the
-VAD interface (and the settings' type, for `TurnConfig.from_settings`), have no import circle,
+VAD interface and the settings (a call's options are read over them), have no import circle,
 and the VAD state machine imports no policy. The STT imports only the transcript rules."""
 
 from __future__ import annotations

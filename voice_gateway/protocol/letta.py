@@ -6,15 +6,13 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agents.approvals import Answer, ClientTool, answers_of
+from agents.approvals import Answer, ClientTool
 from agents.llm.providers import PROVIDERS
-from agents.tools import REGISTRY
 from agents.tools.base_tools import LETTA_TOOL_TYPES
-from agents.tools.custom import split_envelope
 from agents.tools.registry import Tool
-from memory.models import AgentData, BlockData, BlockSpec, MessageData, PassageData
+from memory.models import AgentData, BlockData, BlockSpec, PassageData
 from memory.tools import ToolData
 
 LOCAL_EMBED_DIM = 384
@@ -176,6 +174,15 @@ class MessagesRequest(_Body):
     conversation_id: str | None = Field(None, max_length=64)
     include_return_message_types: list[MessageType] | None = None
     client_tools: list[ClientToolIn] | None = Field(None, max_length=100)
+    # Letta's: a send_message call listed as the assistant_message it says (default), or as
+    # the tool call and tool return it is
+    use_assistant_message: bool = True
+
+    @model_validator(mode="after")
+    def _one_input(self) -> MessagesRequest:
+        if self.messages and self.input is not None:
+            raise ValueError("give either `messages` or `input`, not both")
+        return self
 
     def answers(self) -> list[Answer] | None:
         """The approval message's answers (None: no approval message). The older single
@@ -321,15 +328,6 @@ def custom_tool_json(t: ToolData) -> dict[str, Any]:
     }
 
 
-def tool_return_json(content: str, tool_name: str | None) -> dict[str, Any]:
-    """tool_return (+ stdout and stderr for custom tools, as Letta returns them)."""
-    split = None if tool_name is None or REGISTRY.get(tool_name) else split_envelope(content)
-    if split is None:
-        return {"tool_return": content}
-    text, stdout, stderr = split
-    return {"tool_return": text, "stdout": stdout, "stderr": stderr}
-
-
 def agent_json(
     a: AgentData,
     tools: list[dict[str, Any]],
@@ -371,75 +369,6 @@ def agent_json(
         "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
-    }
-
-
-def _base(m: MessageData, message_type: str) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "date": iso(m.created_at),
-        "message_type": message_type,
-        "step_id": m.step_id,
-        "run_id": m.turn_id,
-        # the client's own id of its message; ours for the others (one per Letta message)
-        "otid": m.otid or f"{m.id.removeprefix('message-')}:{message_type}",
-    }
-
-
-def letta_messages(m: MessageData) -> list[dict[str, Any]]:
-    """One stored message as Letta messages (an assistant step can be several)."""
-    if m.role == "user":
-        if m.kind == "approval":
-            return [approval_response_json(m)]
-        if m.kind == "message":
-            return [{**_base(m, "user_message"), "content": m.content}]
-        return [{**_base(m, "system_message"), "content": m.content}]
-    if m.role == "system":
-        return [{**_base(m, "system_message"), "content": m.content}]
-    if m.role == "tool":
-        return [
-            {
-                **_base(m, "tool_return_message"),
-                **tool_return_json(m.content, m.tool_name),
-                "status": m.tool_status or "success",
-                "tool_call_id": m.tool_call_id,
-                "name": m.tool_name,
-            }
-        ]
-    out: list[dict[str, Any]] = []
-    if m.reasoning:
-        out.append({**_base(m, "reasoning_message"), "reasoning": m.reasoning})
-    if m.content or m.truncated:
-        msg = {**_base(m, "assistant_message"), "content": m.content, "truncated": m.truncated}
-        if m.produced is not None:
-            msg["generated_content"] = m.produced  # what the model said before the cut
-        out.append(msg)
-    calls = [{"name": c.name, "arguments": c.arguments, "tool_call_id": c.id} for c in m.tool_calls]
-    if m.kind == "approval_request" and calls:
-        # Letta's mixed step: the calls that need nothing are tool calls, shown first
-        flagged = any(c.waits for c in m.tool_calls)
-        waits = [c for c, tc in zip(calls, m.tool_calls, strict=True) if tc.waits or not flagged]
-        for call in (c for c in calls if c not in waits):
-            out.append({**_base(m, "tool_call_message"), "tool_call": call, "tool_calls": [call]})
-        out.append(
-            {**_base(m, "approval_request_message"), "tool_call": waits[0], "tool_calls": waits}
-        )
-        return out
-    for call in calls:
-        out.append({**_base(m, "tool_call_message"), "tool_call": call, "tool_calls": [call]})
-    return out
-
-
-def approval_response_json(m: MessageData) -> dict[str, Any]:
-    """A stored answer as Letta's approval_response_message (`approve` / `reason`: the first
-    decision's, as Letta's older single-decision shape)."""
-    approvals = answers_of(m)
-    first = next((a for a in approvals if a.get("type") == "approval"), None)
-    return {
-        **_base(m, "approval_response_message"),
-        "approvals": approvals,
-        "approve": first.get("approve") if first else None,
-        "reason": first.get("reason") if first else None,
     }
 
 

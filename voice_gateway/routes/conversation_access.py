@@ -62,6 +62,8 @@ async def compact(gw: Gateway, agent: AgentData, conv: ConversationData) -> dict
     async with gw.loop.locks.hold(conv.id):
         context = order_context(await gw.memory.messages.in_context(conv.id, None))
         before = len(context)
+        if not context:  # Letta's: nothing to compact is a bad request
+            raise ApiError(400, f"conversation {conv.id} has no messages in context to compact")
         if not [m for m in context if m.seq is not None and m.kind != "summary"]:
             summary = next((m.content for m in context if m.kind == "summary"), "")
             return {"num_messages_before": before, "num_messages_after": before, "summary": summary}
@@ -93,6 +95,7 @@ async def fork(
         summary=conv.summary,
         model=conv.model,
     )
+    await system_message(gw, agent.id, new.id, new.identity_id)
     copies = [_copy(m, new.id) for m in context]
     if copies:
         await gw.memory.messages.append(copies)
@@ -107,9 +110,20 @@ def _copy(m: MessageData, conversation_id: str) -> MessageData:
 
 async def recompile(gw: Gateway, agent: AgentData, conv: ConversationData, dry_run: bool) -> str:
     """The system prompt the conversation's next turn gets (the agent's blocks as its caller
-    sees them, as they are now). Unless `dry_run`, cached prompts of the agent are dropped."""
+    sees them, as they are now). Unless `dry_run`, cached prompts of the agent are dropped and
+    the conversation's system message holds it."""
     seen = await gw.memory.agents.get(agent.id, identity_id=conv.identity_id)
     if not dry_run:
         gw.loop.prompts.forget(agent.id)
     text: str = gw.loop.prompts.get(seen, TEXT, conv.identity_id)
+    if not dry_run:
+        await gw.memory.conversations.set_system(conv.id, agent.id, conv.identity_id, text)
     return text
+
+
+async def system_message(gw: Any, agent_id: str, conversation_id: str, caller: str | None) -> None:
+    """Store a new conversation's system message (Letta lists one first): the prompt as the
+    conversation's caller sees it now."""
+    seen = await gw.memory.agents.get(agent_id, identity_id=caller)
+    text = gw.loop.prompts.get(seen, TEXT, caller)
+    await gw.memory.conversations.set_system(conversation_id, agent_id, caller, text)

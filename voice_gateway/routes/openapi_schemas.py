@@ -20,6 +20,7 @@ from voice_gateway.protocol.letta import (
     ToolUpdate,
 )
 from voice_gateway.protocol.openai_chat import CHAT_ROLES
+from voice_gateway.routes.rest_generate import GenerateRequest
 from voice_gateway.routes.rest_mcp import McpServerIn, McpServerPatch, ToolRunIn
 from voice_gateway.routes.rest_tool_actions import ToolRun, ToolSearch
 
@@ -169,8 +170,20 @@ OPS: dict[tuple[str, str], Op] = {
     ),
     ("stream_message", "post"): Op(MessagesRequest, media=("text/event-stream",)),
     ("list_messages", "get"): Op(
-        query=(limit(), *CURSORS, ORDER, q("conversation_id", STR)),
+        query=(
+            limit(),
+            *CURSORS,
+            ORDER,
+            q("conversation_id", STR),
+            q("use_assistant_message", BOOL),
+        ),
         response=arr(ref("LettaMessage")),
+    ),
+    ("generate_route", "post"): Op(
+        GenerateRequest, response=obj({"content": STR, "model": STR, "usage": OBJ})
+    ),
+    ("preview_route", "post"): Op(
+        MessagesRequest, response=obj({"model": STR, "messages": arr(OBJ)})
     ),
     ("list_blocks", "get"): Op(query=(limit(10_000), *CURSORS), response=arr(ref("Block"))),
     ("get_block", "get"): Op(response=ref("Block")),

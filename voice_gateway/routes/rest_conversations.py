@@ -51,6 +51,7 @@ async def create_conversation(request: Request) -> JSONResponse:
     except BadCallerKey as exc:
         raise ApiError(400, f"bad caller key: {exc}") from None
     conv = opened.conversation
+    await access.system_message(gw, agent.id, conv.id, conv.identity_id)  # `new`: made now
     if body.summary is not None or body.model is not None:
         conv = await gw.memory.conversations.update(conv.id, summary=body.summary, model=body.model)
     return JSONResponse(await _json(request, conv))
@@ -158,7 +159,9 @@ async def resume_stream(request: Request) -> Response:
     _, conv = await access.conversation(request, _cid(request), body.agent_id)
     run = gw.runs.latest(conv.id)
     if run is None or (body.run_id is not None and run.run_id != body.run_id):
-        raise ApiError(404, f"no run to resume in conversation {conv.id}")
+        raise ApiError(400, f"No active runs found for conversation {conv.id}")
+    if run.done and not run.background:  # Letta's: only a background run replays once ended
+        raise ApiError(400, f"Run {run.run_id} has ended and was not created in background mode")
     start = body.starting_after or 0
     return sse_events(gw, lambda: run.follow(start), run.tokens, count=False, start=start)
 
@@ -183,7 +186,8 @@ async def fork_conversation(request: Request) -> JSONResponse:
 async def recompile_conversation(request: Request) -> JSONResponse:
     """The system prompt of the conversation's next turn, rebuilt from the current blocks."""
     gw = request.app.state.gw
-    body = await parse_body(request, AgentNamed)
+    empty = not (await request.body()).strip()  # Letta's clients may send no body
+    body = AgentNamed() if empty else await parse_body(request, AgentNamed)
     agent, conv = await access.conversation(request, _cid(request), body.agent_id)
     dry_run = query_bool(request, "dry_run", False)
     return JSONResponse(await access.recompile(gw, agent, conv, dry_run))

@@ -19,6 +19,7 @@ from voice_gateway.file_jobs import FileJobs
 from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_sources import FolderIn, FolderUpdate, file_json, folder_json
 from voice_gateway.routes import rest_open_files
+from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import paginate, parse_body, query_bool, query_choice, query_int
 from voice_gateway.routes.rest_archives import embedding_handle
 
@@ -179,8 +180,6 @@ async def agent_folders(request: Request) -> JSONResponse:
 
 
 async def _set_attached(request: Request, attached: bool) -> JSONResponse:
-    from voice_gateway.routes.rest import agent_out
-
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     folder = await _folder(request)

@@ -27,14 +27,9 @@ from agents.events import (
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway
-from voice_gateway.protocol.letta import (
-    MessagesRequest,
-    MessageType,
-    iso,
-    letta_messages,
-    tool_return_json,
-)
-from voice_gateway.routes.http import parse_body, query_int
+from voice_gateway.protocol.letta import MessagesRequest, MessageType, iso
+from voice_gateway.protocol.letta_messages import letta_messages, tool_return_json
+from voice_gateway.routes.http import parse_body, query_bool, query_int
 
 Events = Callable[[], AsyncGenerator[AgentEvent, None]]
 Wants = Callable[[dict[str, Any]], bool]
@@ -75,10 +70,7 @@ async def turn_input(
     text = body.user_text()
     if text is None and answers is None:
         raise ApiError(422, "messages must include a user message with text content")
-    clients = [c.spec() for c in body.client_tools or []]
-    clash = sorted({c.name for c in clients} & set(agent.tool_names))
-    if clash:
-        raise ApiError(422, f"client_tools may not shadow the agent's tools: {', '.join(clash)}")
+    clients = [c.spec() for c in body.client_tools or []]  # one named as the agent's wins
     waiting = await waiting_in(gw.memory, agent.id, conversation_id)
     if answers is not None:
         answers = match_answers(answers, waiting)
@@ -86,8 +78,9 @@ async def turn_input(
         names = ", ".join(c.name for c in waiting[1])
         raise ApiError(
             409,
-            f"the conversation waits for an approval or a client tool result ({names}): "
-            "answer it with an approval message first",
+            "Cannot send a new message: the agent is waiting for approval on a tool call or "
+            f"for a client tool result ({names}). Please approve or deny the pending request "
+            "before continuing.",
         )
     return TurnInput(
         text=text or "",
@@ -100,10 +93,15 @@ async def turn_input(
 
 
 def match_answers(answers: list[Answer], waiting: Any) -> list[Answer]:
-    """Answers by the waiting calls' ids ("*" or the request's message id: every call); an
-    answer for no waiting call is a 409."""
+    """Answers by the waiting calls' ids ("*" or the request's message id: every call), in
+    Letta's words: answering when nothing waits, or naming a call that does not wait, is a
+    400 (a waiting call left unanswered is refused by the loop)."""
     if waiting is None:
-        raise ApiError(409, "no tool call of this conversation is waiting for an approval")
+        raise ApiError(
+            400,
+            "Cannot process approval response: No tool call is currently awaiting approval. "
+            "Please send a regular message to interact with the agent.",
+        )
     request, calls = waiting
     ids = {c.id for c in calls}
     out: list[Answer] = []
@@ -113,7 +111,8 @@ def match_answers(answers: list[Answer], waiting: Any) -> list[Answer]:
         elif a.call_id in ids:
             out.append(a)
         else:
-            raise ApiError(409, f"tool call {a.call_id!r} is not waiting for an answer")
+            given = [x.call_id for x in answers]
+            raise ApiError(400, f"Invalid tool call IDs: Expected {sorted(ids)}, got {given}")
     return out
 
 
@@ -132,7 +131,8 @@ async def respond(gw: Gateway, agent_id: str, inp: TurnInput, body: MessagesRequ
     async with aclosing(gw.runs.run(gw.loop, agent_id, inp)) as events:
         async for ev in events:
             if isinstance(ev, MessageSaved) and ev.message.role != "user":
-                messages += [m for m in letta_messages(ev.message) if body.wants(m)]
+                shown = letta_messages(ev.message, body.use_assistant_message)
+                messages += [m for m in shown if body.wants(m)]
             elif isinstance(ev, RunDone):
                 done = ev
     assert done is not None
@@ -161,7 +161,11 @@ def sse(gw: Gateway, agent_id: str, inp: TurnInput, req: MessagesRequest) -> Str
     """Run the turn (cancellable through its conversation) and stream it as SSE."""
     tokens = req.stream_tokens
     return sse_events(
-        gw, lambda: gw.runs.run(gw.loop, agent_id, inp, tokens=tokens), tokens, wants=req.wants
+        gw,
+        lambda: gw.runs.run(gw.loop, agent_id, inp, tokens=tokens),
+        tokens,
+        wants=req.wants,
+        assistant=req.use_assistant_message,
     )
 
 
@@ -172,12 +176,13 @@ def sse_events(
     count: bool = True,
     start: int = 0,
     wants: Wants | None = None,
+    assistant: bool = True,
 ) -> StreamingResponse:
     """SSE of a run's events from event `start` on (`count`: a new turn for the metrics, not
     a resumed stream). Each chunk's `seq_id` is its event's number in the run: a client that
     lost the stream resumes with `starting_after` = the last seq_id it got."""
     return StreamingResponse(
-        sse_frames(gw, events_of, tokens, count, start, wants),
+        sse_frames(gw, events_of, tokens, count, start, wants, assistant),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
@@ -190,13 +195,14 @@ async def sse_frames(
     count: bool = True,
     start: int = 0,
     wants: Wants | None = None,
+    assistant: bool = True,
 ) -> AsyncIterator[str]:
     """The SSE frames of `sse_events` (also mirrored to Redis: voice_gateway/run_mirror.py)."""
     seq = start
     async with aclosing(events_of()) as events:
         async for ev in events:
             seq += 1
-            for chunk in _chunks(ev, tokens):
+            for chunk in _chunks(ev, tokens, assistant):
                 if wants is None or wants(chunk):
                     yield _data({**chunk, "seq_id": seq})
             if isinstance(ev, RunDone):
@@ -213,7 +219,7 @@ async def sse_frames(
     yield "data: [DONE]\n\n"
 
 
-def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
+def _chunks(ev: object, tokens: bool, assistant: bool = True) -> list[dict[str, Any]]:
     now = iso(None)
     if tokens:
         if isinstance(ev, TextDelta):
@@ -273,7 +279,7 @@ def _chunks(ev: object, tokens: bool) -> list[dict[str, Any]]:
             ]
         return []
     if isinstance(ev, MessageSaved) and ev.message.role != "user":
-        return letta_messages(ev.message)
+        return letta_messages(ev.message, assistant)
     return []
 
 
@@ -298,10 +304,13 @@ def query_message_types(request: Request) -> frozenset[str] | None:
     return frozenset(given) if given else None
 
 
-def messages_json(rows: list[Any], kinds: frozenset[str] | None) -> list[dict[str, Any]]:
+def messages_json(
+    rows: list[Any], kinds: frozenset[str] | None, use_assistant_message: bool = True
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in rows:
-        out += [x for x in letta_messages(m) if kinds is None or x["message_type"] in kinds]
+        shown = letta_messages(m, use_assistant_message)
+        out += [x for x in shown if kinds is None or x["message_type"] in kinds]
     return out
 
 
@@ -309,28 +318,37 @@ async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
-    return await message_page(request, agent.id, request.query_params.get("conversation_id"))
+    conv_id = request.query_params.get("conversation_id")
+    return await message_page(request, agent.id, conv_id, chronological=True)
 
 
 async def message_page(
-    request: Request, agent_id: str, conversation_id: str | None
+    request: Request, agent_id: str, conversation_id: str | None, chronological: bool = False
 ) -> JSONResponse:
     """A page of an agent's stored messages (of one conversation if given) in Letta's union,
-    from the query's limit, after, before and order."""
+    from the query's limit, after, before and order. `chronological`: Letta's agent history,
+    where `after` is always newer and `before` older than its cursor, `order` picks the end a
+    page is taken from (desc: the newest) and a page always reads oldest first."""
     q = request.query_params
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
     kinds = query_message_types(request)
+    after, before = q.get("after"), q.get("before")
+    if chronological and order == "desc":  # the store's cursors follow its sort order
+        after, before = before, after
     rows = await request.app.state.gw.memory.messages.page(
         agent_id,
         limit=query_int(request, "limit", 100),
-        after=q.get("after"),
-        before=q.get("before"),
+        after=after,
+        before=before,
         order=order,
         conversation_id=conversation_id,
     )
-    return JSONResponse(messages_json(rows, kinds))
+    if chronological and order == "desc":
+        rows = rows[::-1]
+    assistant = query_bool(request, "use_assistant_message", True)
+    return JSONResponse(messages_json(rows, kinds, assistant))
 
 
 def routes() -> list[BaseRoute]:

@@ -46,11 +46,11 @@ from voice_gateway.run_mirror import ORPHANED
 from voice_gateway.runs import ActiveRun
 
 
-def _order(request: Request) -> Any:
+def _order(request: Request, default: str = "desc") -> Any:
     q = request.query_params
     if "ascending" in q and "order" not in q:
         return "asc" if query_bool(request, "ascending", False) else "desc"
-    return query_choice(request, "order", ("asc", "desc"), "desc")
+    return query_choice(request, "order", ("asc", "desc"), default)
 
 
 async def _agent_scope(request: Request) -> tuple[str | None, list[str] | None]:
@@ -148,16 +148,22 @@ async def run_messages(request: Request) -> JSONResponse:
     """The messages a run stored (limit, after, before, order)."""
     run = await run_of(request, _rid(request))
     q = request.query_params
+    config = run.request_config or {}  # an async run's request: its message types and shape
     kinds = query_message_types(request)
+    if kinds is None and config.get("include_return_message_types"):
+        kinds = frozenset(config["include_return_message_types"])
+    assistant = query_bool(
+        request, "use_assistant_message", config.get("use_assistant_message", True)
+    )
     rows = await request.app.state.gw.memory.messages.page(
         run.agent_id,
         turn_id=run.id,
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
         before=q.get("before"),
-        order=_order(request),
+        order=_order(request, "asc"),  # a run's messages read as they happened (Letta's)
     )
-    return JSONResponse(messages_json(rows, kinds))
+    return JSONResponse(messages_json(rows, kinds, assistant))
 
 
 async def run_steps(request: Request) -> JSONResponse:
@@ -240,7 +246,10 @@ async def start_async(gw: Gateway, agent: Any, body: AsyncMessagesRequest) -> Ac
     if body.conversation_id is not None:
         await gw.memory.conversations.get(body.conversation_id, agent.id)
     inp = await message_turn(gw, agent, body, body.conversation_id)
-    config = {"include_return_message_types": body.include_return_message_types}
+    config = {
+        "include_return_message_types": body.include_return_message_types,
+        "use_assistant_message": body.use_assistant_message,
+    }
     mirror = gw.run_mirror
     if mirror is not None:  # re-attachable on any gateway: voice_gateway/run_mirror.py
         inp.turn_id = inp.turn_id or new_id("run")

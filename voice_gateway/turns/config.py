@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from voice_gateway.settings import Settings
+from typing import Any, Literal
 
 Detection = Literal["auto", "vad", "smart"]
 KNOWN_TURN_DETECTION: tuple[Detection, ...] = ("auto", "vad", "smart")
@@ -222,8 +219,10 @@ class TurnConfig:
                 raise ValueError(f"{f.name} {problem}")
 
     @classmethod
-    def from_settings(cls, settings: Settings, **call: Any) -> TurnConfig:
-        """The gateway's settings, with `call`'s fields over them (all validated here)."""
+    def from_settings(cls, settings: object, **call: Any) -> TurnConfig:
+        """The gateway's settings (voice_gateway.settings.Settings, read by each field's setting
+        name: settings.py builds those fields from this class, so this module does not import
+        it back), with `call`'s fields over them (all validated here)."""
         values = {f.name: getattr(settings, s) for f in fields(cls) if (s := f.metadata["setting"])}
         return cls(**{**values, **call})
 
