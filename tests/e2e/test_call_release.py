@@ -36,7 +36,7 @@ async def _one_call(vg: VoiceGateway) -> None:
 
 def test_a_finished_call_dies_without_the_cycle_collector(vg: VoiceGateway) -> None:
     vg.llm.responder = lambda body: Reply(text="Hello to you.")
-    calls = vg.server.app.state.gw.extras.setdefault("calls", set())
+    calls = vg.server.app.state.gw.calls
     gc.collect()
     assert _sessions() == 0
     gc.disable()

@@ -94,7 +94,7 @@ async def mixed(scope: dict[str, Any], send: Any, conn_id: str) -> None:
 
 
 async def sink_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The audio sink extension (what pipeline/session.py `audio_now` uses): binary frames
+    """The audio sink extension (what pipeline/input.py `InputPath.now` uses): binary frames
     whose first byte is even are taken by the sink, odd ones declined, and the same for text
     frames "m<n>" and the text sink; everything is logged in the order the app saw it, and
     "report" sends the log back."""

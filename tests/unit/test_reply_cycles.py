@@ -1,4 +1,4 @@
-"""A finished reply leaves no reference cycle (issue 20): its speaker's callbacks are the
+"""A finished reply leaves no reference cycle: its speaker's callbacks are the
 reply's own bound methods, and until `Speaker.detach` dropped them, every turn left a
 reply -> speaker -> callback -> reply cycle that only the cyclic garbage collector could free,
 after it had been promoted to the oldest generation (longer full collections for every call).

@@ -18,7 +18,7 @@ FRAME_MS = 20
 MAX_LEAD_MS = 240  # how far audio may run ahead of real time (the client's jitter buffer)
 # Past the lead, wait until it is down by REFILL_MS, then send that much at once: the frames
 # leave in one socket write (protocol/uvicorn_ws.py) and one timer wake-up instead of one of
-# each per 20 ms frame (issue 20; docs/benchmarks.md#capacity-by-the-callers-measure-issue-20).
+# each per 20 ms frame (docs/benchmarks.md#voice_concurrency).
 REFILL_MS = 100
 # Mid-reply, while the next audio is not ready (a sentence still being synthesized, the next
 # one not yet written, a tool running after the filler), silence is sent once less than
@@ -115,7 +115,7 @@ class Speaker:
         """The reply is over: drop the callbacks (bound methods of the reply that owns this
         speaker). Without them reply -> speaker -> callback -> reply is a reference cycle that
         only the cyclic garbage collector frees, after it has been promoted to the oldest
-        generation: a longer full collection, paid by every call (issue 20)."""
+        generation: a longer full collection, paid by every call."""
         self.on_first_audio = self.on_tts_error = None
         self.send = _nowhere
 

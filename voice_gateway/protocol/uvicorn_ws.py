@@ -24,7 +24,7 @@ pinned to exact versions in pyproject.toml, as it relies on their internals) cha
   reader waits with nothing queued, such a frame goes straight to `sink(payload)` (bytes, or
   the decoded str) from the read callback; the sink returns False to have it queued as usual.
   That skips the waiter future, the reader task's wake-up and its coroutine chain for most of
-  a call's frames (pipeline/session.py `audio_now`; measured in docs/benchmarks.md).
+  a call's frames (pipeline/input.py `InputPath.now`; measured in docs/benchmarks.md).
 - Outgoing data frames (the app's `websocket.send`) are framed here and written once per event
   loop iteration: what a call sends in one go (a reply's first 240 ms of audio, the events
   that end a turn) is one system call instead of one per message; each message is still its

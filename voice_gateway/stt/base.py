@@ -75,7 +75,7 @@ class STTStream(ABC):
         """Vendor hook: take 20 ms of audio without awaiting (a buffer append, a queue put)
         and return True, if this vendor can; False (the default): `push` takes it from the
         call's reader task. What it saves is measured in docs/benchmarks.md (`voice_concurrency`): a
-        frame of speech handled in the socket's read callback (`VoiceSession.audio_now`)
+        frame of speech handled in the socket's read callback (`InputPath.now`)
         instead of waking the reader."""
         return False
 

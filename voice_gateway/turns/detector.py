@@ -77,7 +77,7 @@ class TurnDetector:
 
     def feed(self, frame: bytes, clean: bytes | None = None) -> list[TurnEvent]:
         """`clean`: the frame with the reply's echo removed, for the speech decision; the
-        utterance keeps `frame` (see VoiceSession._frame for why)."""
+        utterance keeps `frame` (see InputPath._frame in pipeline/input.py for why)."""
         voiced = self.vad.is_speech(frame if clean is None else clean)
         idle = not self.speaking
         events = self.states.feed(frame, voiced)
