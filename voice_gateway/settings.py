@@ -140,7 +140,10 @@ class Settings(BaseSettings):
     )
 
     # Voice pipeline
-    voice: bool = True  # load STT/TTS/VAD at start (False: text API only)
+    voice: bool = Field(
+        True,
+        description="Load STT, TTS and VAD at start and serve calls (false: the text API only).",
+    )
     # Turn-taking: the fields of voice_gateway/turns/config.py `TurnConfig` (default, bounds
     # and description there; a call's own options are held to the same bounds)
     endpoint_silence_ms: int = setting_field("silence_ms")
@@ -156,17 +159,30 @@ class Settings(BaseSettings):
     turn_fade_db: float = setting_field("fade_db")
     turn_sentence_ms: int | None = setting_field("sentence_ms")
     turn_window: bool = setting_field("model_window")
-    backchannels: str = (
+    backchannels: str = Field(
         "mm-hmm,mhm,mm,hmm,uh-huh,uh huh,yeah,yep,yes,okay,ok,right,sure,got it,i see,alright,"
-        "all right,uh,um,oh,ah,cool,great,nice,exactly,true"
+        "all right,uh,um,oh,ah,cool,great,nice,exactly,true",
+        description="Comma-separated phrases that never interrupt a reply when the caller says "
+        "only them over it (acknowledgements, not turns).",
     )
-    barge_in_check_ms: int = Field(360, ge=100, le=2000)  # speech transcribed before cancelling
-    barge_in_max_ms: int = Field(1000, ge=200, le=5000)  # speech this long always cancels
-    echo_cancellation: Literal["auto", "on", "off"] = "auto"  # auto: on for phone calls
+    barge_in_check_ms: int = Field(
+        360,
+        ge=100,
+        le=2000,
+        description="Speech over a reply this long is transcribed and judged (echo, "
+        "backchannel or a real interruption) before the reply is cancelled.",
+    )
+    barge_in_max_ms: int = Field(
+        1000, ge=200, le=5000, description="Speech over a reply this long always cancels it."
+    )
+    echo_cancellation: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Server-side echo cancellation (WebRTC AEC3) of the reply in the "
+        "caller's audio; auto: on for phone calls. A call may set `echo_cancellation`.",
+    )
     idle_timeout_s: float = Field(
         60.0, description="A call with no audio this long is closed (1001)."
     )
-    max_call_s: float = Field(3600.0, description="Not read by the gateway.")
     stt_workers: int = Field(2, ge=1, le=16, description="Local whisper: decodes at once.")
     stt_threads: int = Field(1, ge=1, le=16, description="Local whisper: threads per decode.")
     blas_threads: int = Field(
