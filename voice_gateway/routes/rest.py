@@ -3,19 +3,17 @@ modules), and the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import validate_handle
-from memory.models import AgentData, BlockSpec, MessageData
+from memory.models import BlockSpec, MessageData
 from memory.orm import default_conversation_id, new_id
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
-from voice_gateway.protocol.letta import AgentCreate, AgentUpdate, agent_json
+from voice_gateway.protocol.letta import AgentCreate, AgentUpdate
 from voice_gateway.routes import (
     rest_agent_files,
     rest_mcp,
@@ -26,6 +24,7 @@ from voice_gateway.routes import (
     rest_tool_rules,
     rest_tools,
 )
+from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
@@ -37,14 +36,6 @@ async def health(request: Request) -> JSONResponse:
     """Service health (liveness of the API). Public, as in Letta: no key needed, and nothing
     in it but the status and the version."""
     return JSONResponse({"status": "ok", "version": __version__})
-
-
-async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
-    """The agent as Letta's AgentState; `message_ids`: its default conversation's context."""
-    gw = request.app.state.gw
-    tools = await rest_tools.agent_tools_json(request, agent)
-    ids = await gw.memory.conversations.in_context_ids(default_conversation_id(agent.id))
-    return agent_json(agent, tools, gw.settings.context_token_budget, ids)
 
 
 async def _check_handles(

@@ -13,8 +13,8 @@ from memory.models import BlockData
 from memory.shared_blocks import SharedBlocks
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta_callers import BlockCreate, SharedBlockUpdate, shared_block_json
+from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import parse_body, query_choice, query_int
-from voice_gateway.routes.rest import agent_out
 
 
 def _store(request: Request) -> SharedBlocks:

@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute, Route
 from memory.models import NotFound
 from voice_gateway.protocol.letta import _Body, iso, letta_messages
 from voice_gateway.routes import conversation_access as access
+from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import parse_body, query_bool, query_choice, query_int
-from voice_gateway.routes.rest import agent_out
 from voice_gateway.routes.rest_messages import messages_json, query_message_types
 
 

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from agents.tools import REGISTRY
 from agents.tools.rules import dump_rules, parse_rules, unknown_tools
 from voice_gateway.errors import ApiError
+from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import load_json
 
 
@@ -38,8 +39,6 @@ async def checked_rules(
 async def update_approval(request: Request) -> JSONResponse:
     """Set whether calls of an agent's tool wait for a person's approval (`requires_approval`
     in the body, or the query as older clients send it)."""
-    from voice_gateway.routes.rest import agent_out  # the agent routes import this module
-
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     name = request.path_params["tool_name"]

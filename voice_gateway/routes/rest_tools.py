@@ -12,34 +12,21 @@ from starlette.routing import BaseRoute, Route
 
 from agents.tools import REGISTRY
 from agents.tools.custom import SourceError, parse_source
-from memory.models import AgentData, NotFound
+from memory.models import NotFound
 from memory.tools import ToolData
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import (
     ToolIn,
     ToolUpdate,
-    agent_json,
     builtin_tool_id,
     custom_tool_json,
     tool_json,
 )
+from voice_gateway.routes.agent_state import agent_out, agent_tools_json
 from voice_gateway.routes.http import paginate, parse_body, query_choice
 from voice_gateway.tool_isolation import refuse_if_unisolated
 
 _BUILTIN_IDS = {builtin_tool_id(t.name): t.name for t in REGISTRY.all()}
-
-
-async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str, Any]]:
-    """The agent's tools as Letta Tools, in the agent's order."""
-    unknown = [n for n in agent.tool_names if REGISTRY.get(n) is None]
-    rows = await request.app.state.gw.memory.tools.by_names(agent.user_id, unknown)
-    custom = {t.name: custom_tool_json(t) for t in rows}
-    out = []
-    for name in agent.tool_names:
-        builtin = REGISTRY.get(name)
-        if builtin is not None or name in custom:
-            out.append(tool_json(builtin) if builtin is not None else custom[name])
-    return out
 
 
 async def tool_names_of(request: Request, ids: list[str], user_id: str | None) -> list[str]:
@@ -213,9 +200,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
             raise NotFound("tool", tool_id)
         name = tool.name
     await gw.memory.tools.set_attached(agent.id, name, attached)
-    agent = await gw.memory.agents.get(agent.id)
-    tools = await agent_tools_json(request, agent)
-    return JSONResponse(agent_json(agent, tools, gw.settings.context_token_budget))
+    return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 
 async def attach_tool(request: Request) -> JSONResponse:
