@@ -83,9 +83,7 @@ def test_sources_are_folders(srv, alice: httpx.Client, keys: tuple[str, str]) ->
     assert meta["total_size"] == 2 * len(text)
     assert {f["file_name"] for f in meta["sources"][0]["files"]} == {"gate.txt", "gate_(1).txt"}
 
-    client = Letta(
-        base_url=srv.url, api_key=keys[0], timeout=60, _strict_response_validation=True
-    )
+    client = Letta(base_url=srv.url, api_key=keys[0], timeout=60, _strict_response_validation=True)
     agent = client.agents.create(model="openai/fake", name="gatekeeper")
     r = alice.patch(f"/v1/agents/{agent.id}/sources/attach/{sid}")
     assert r.status_code == 200, r.text
