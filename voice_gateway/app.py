@@ -34,6 +34,7 @@ from voice_gateway.native_threads import limit_blas
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
 from voice_gateway.routes.http import WebMount
+from voice_gateway.secrets_key import secrets_key
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
 
@@ -132,9 +133,14 @@ async def orphaned_runs(gw: Gateway) -> None:
 def mcp_tools(gw: Gateway) -> McpTools:
     """MCP servers' tools: pooled sessions; stdio servers only inside the tool isolation."""
     s = gw.settings
-    launcher = jailed_launcher(strict=not s.sandbox_allow_weak, memory_mb=s.tool_memory_mb * 2)
+    launcher = jailed_launcher(
+        strict=not s.sandbox_allow_weak,
+        memory_mb=s.tool_memory_mb * 2,
+        read_dirs=tuple(s.mcp_stdio_paths),
+    )
     pool = McpPool(launcher, connect_timeout_s=s.mcp_connect_timeout_s)
-    return McpTools(McpServerStore(gw.memory.db, s.secrets_key), pool, s.mcp_timeout_s)
+    key = secrets_key(s.secrets_key, s.secrets_key_path)  # SecretsKeyError: start refused
+    return McpTools(McpServerStore(gw.memory.db, key), pool, s.mcp_timeout_s)
 
 
 async def close_gateway(gw: Gateway) -> None:

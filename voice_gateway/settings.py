@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from agents.llm.providers import ProviderEndpoint
 
@@ -155,8 +156,22 @@ class Settings(BaseSettings):
     # MCP servers (docs/tools.md): time-out of a tool call / listing, and of opening a session
     mcp_timeout_s: float = Field(8.0, gt=0, le=600)
     mcp_connect_timeout_s: float = Field(8.0, gt=0, le=600)
-    # key for secrets stored encrypted at rest (MCP tokens, headers, env); unset: none stored
+    # key for secrets stored encrypted at rest (MCP tokens, headers, env); unset: the key file's
     secrets_key: str | None = None
+    secrets_key_file: Path | None = Field(
+        None,
+        description="File holding the secrets key when VG_SECRETS_KEY is unset: made on the "
+        "first start (owner-only), read on later ones; an unreadable or corrupt file stops "
+        "the start. Unset: secrets.key in the data directory (docs/operations.md)",
+    )
+    mcp_stdio_dirs: str = Field(
+        "",
+        description="Directories, separated by ':', that stdio MCP servers may read "
+        "(read-only) besides the "
+        "system and Python runtime directories, e.g. where a server's script and its "
+        "packages live; a server whose command or script lies outside them is refused with "
+        "a 422 naming the path (docs/tools.md)",
+    )
 
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
     llm_voice_timeout_s: float = Field(8.0, gt=0)  # voice turns: wait for first/next chunk
@@ -273,7 +288,20 @@ class Settings(BaseSettings):
 
     @cached_property
     def data_dir(self) -> Path:
+        """The SQLite database's directory; ./data with a database server."""
+        url = make_url(self.database_url)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return Path(url.database).parent
         return Path("./data")
+
+    @property
+    def mcp_stdio_paths(self) -> list[str]:
+        """VG_MCP_STDIO_DIRS as absolute, resolved paths."""
+        return [str(Path(p).resolve()) for p in self.mcp_stdio_dirs.split(":") if p.strip()]
+
+    @property
+    def secrets_key_path(self) -> Path:
+        return self.secrets_key_file or self.data_dir / "secrets.key"
 
     @property
     def is_loopback(self) -> bool:
