@@ -207,13 +207,16 @@ def strict(items: Any) -> list[Any]:
 
 def test_every_route_validates_in_strict_mode(client: Letta, fake_llm: FakeLLM) -> None:
     """letta-client 1.12.1 with `_strict_response_validation=True` over every route we serve:
-    any response the SDK's models refuse raises APIResponseValidationError (issue 14, item 6:
+    any response the SDK's models refuse raises APIResponseValidationError (once
     `embedding_endpoint_type: "local"` made every agent response fail)."""
     assert client.health().status == "ok"
     for model in ("scripted/demo", "openai/fake"):
         agent = client.agents.create(
-            model=model, memory_blocks=[{"label": "human", "value": "Ada"}]
+            model=model,
+            memory_blocks=[{"label": "human", "value": "Ada"}],
+            embedding="local/all-minilm-l6-v2",
         )
+        assert agent.embedding_config is not None
         assert agent.embedding_config.embedding_endpoint_type == "hugging-face"
         assert agent.embedding == agent.embedding_config.handle == "local/all-minilm-l6-v2"
         assert agent.llm_config.handle == model

@@ -346,7 +346,7 @@ def agent_json(
         "system": a.system,
         "agent_type": "voice_convo_agent" if a.voice_default else "memgpt_v2_agent",
         "model": a.model,
-        "embedding": a.embedding,
+        "embedding": a.embedding or None,
         "llm_config": {
             "model": model,
             "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
@@ -358,7 +358,9 @@ def agent_json(
             "embedding_endpoint_type": "openai" if emb_provider == "openai" else "hugging-face",
             "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
             "handle": a.embedding,
-        },
+        }
+        if a.embedding
+        else None,  # created without an embedding model, as Letta allows
         "memory": {"blocks": blocks},
         "blocks": blocks,
         "tools": tools,

@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agents.tools import BASE_TOOLS, REGISTRY
-from memory.embeddings import validate_handle
+from memory.embeddings import LOCAL_HANDLE, validate_handle
 from memory.models import BlockSpec, MessageData
 from memory.orm import default_conversation_id, new_id
 from voice_gateway import __version__
@@ -67,11 +67,14 @@ async def create_agent(request: Request) -> JSONResponse:
     principal = await gw.auth.principal(request)
     body = await parse_body(request, AgentCreate)
     model = body.model or gw.default_model()
-    embedding = body.embedding or gw.settings.default_embedding
+    # none given: the operator's default (VG_DEFAULT_EMBEDDING) if they chose one, else none
+    # (Letta's embedding_config null; memory/embeddings.py embeds its archive locally)
+    chosen = gw.settings.default_embedding
+    embedding = body.embedding or (chosen if chosen != LOCAL_HANDLE else "")
     by_id = await rest_tools.tool_names_of(request, body.tool_ids or [], principal.user_id)
     base = BASE_TOOLS if body.include_base_tools else []
     tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
-    await _check_handles(request, model, embedding, tools, principal.user_id)
+    await _check_handles(request, model, embedding or None, tools, principal.user_id)
     blocks = (
         [b.spec() for b in body.memory_blocks]
         if body.memory_blocks is not None
