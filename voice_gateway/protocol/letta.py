@@ -76,6 +76,7 @@ class AgentCreate(_Body):
     model: str | None = None
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
+    block_ids: list[str] | None = Field(None, max_length=100)  # existing blocks to attach
     tools: list[str] | None = None
     tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
@@ -210,6 +211,7 @@ class MessagesRequest(_Body):
 
 
 class BlockUpdate(_Body):
+    label: str | None = Field(None, min_length=1, max_length=100)  # rename the block
     value: str | None = None
     limit: int | None = Field(None, ge=1, le=1_000_000)
     description: str | None = None

@@ -11,6 +11,7 @@ from agents.tools import BASE_TOOLS, REGISTRY
 from memory.embeddings import LOCAL_HANDLE, validate_handle
 from memory.models import BlockSpec, MessageData
 from memory.orm import default_conversation_id, new_id
+from memory.shared_blocks import SharedBlocks
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate
@@ -75,15 +76,25 @@ async def create_agent(request: Request) -> JSONResponse:
     base = BASE_TOOLS if body.include_base_tools else []
     tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
     await _check_handles(request, model, embedding or None, tools, principal.user_id)
+    shared = SharedBlocks(gw.memory.db, gw.memory.blocks)
+    attach = [  # Letta's block_ids: existing blocks, attached (unknown / not yours: 404)
+        await shared.get(block_id, principal.user_id, scoped=principal.scoped)
+        for block_id in dict.fromkeys(body.block_ids or [])
+    ]
     blocks = (
         [b.spec() for b in body.memory_blocks]
         if body.memory_blocks is not None
         else [BlockSpec(label="persona", value=DEFAULT_PERSONA), BlockSpec(label="human", value="")]
     )
+    if body.memory_blocks is None:  # a default block gives way to an attached one
+        blocks = [b for b in blocks if b.label not in {a.label for a in attach}]
     rules = await rest_tool_rules.checked_rules(request, body.tool_rules or [], principal.user_id)
     labels = [b.label for b in blocks]
     if len(set(labels)) != len(labels):
         raise ApiError(422, "memory block labels must be unique")
+    clash = sorted({a.label for a in attach} & set(labels))
+    if clash or len({a.label for a in attach}) != len(attach):
+        raise ApiError(409, f"two blocks labelled {', '.join(clash) or 'alike'} among block_ids")
     agent = await gw.memory.agents.create(
         user_id=principal.user_id,
         blocks=blocks,
@@ -100,6 +111,10 @@ async def create_agent(request: Request) -> JSONResponse:
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
     )
+    for block in attach:
+        await shared.attach(block, agent.id)
+    if attach:
+        agent = await gw.memory.agents.get(agent.id)
     if body.initial_message_sequence:  # Letta's: the agent's context starts with these
         await gw.memory.messages.append(
             [

@@ -44,8 +44,9 @@ async def get_block(request: Request) -> JSONResponse:
 
 
 async def update_block(request: Request) -> JSONResponse:
-    """Edit a block (value, limit, description, read_only). Send `If-Match: <version>` (or a
-    `version` field) to fail with 409 instead of overwriting a newer version."""
+    """Edit a block (value, limit, description, read_only; `label` renames it). Send
+    `If-Match: <version>` (or a `version` field) to fail with 409 instead of overwriting a
+    newer version."""
     gw = request.app.state.gw
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, BlockUpdate)
@@ -61,14 +62,21 @@ async def update_block(request: Request) -> JSONResponse:
         if k in ("limit", "description", "read_only") and (v is not None or k == "description")
     }
     value = body.value
-    block = await gw.memory.blocks.modify(
-        agent.id,
-        request.path_params["label"],
-        (lambda _old: value) if value is not None else None,
-        actor="user",
-        expected_version=expected,
-        fields=fields,
-    )
+    label = request.path_params["label"]
+    block = await gw.memory.blocks.get(agent.id, label)
+    if value is not None or fields or expected is not None or not body.label:
+        block = await gw.memory.blocks.modify(
+            agent.id,
+            label,
+            (lambda _old: value) if value is not None else None,
+            actor="user",
+            expected_version=expected,
+            fields=fields,
+        )
+    if body.label and body.label != label:  # Letta's rename (`label` in the body)
+        block = await gw.memory.blocks.rename(agent.id, label, body.label)
+        for seen_by in {agent.id, *await gw.memory.blocks.agents_of(block)}:
+            gw.loop.prompts.forget(seen_by)  # a new label, the same version
     return JSONResponse(block_json(block))
 
 
