@@ -258,7 +258,7 @@ class ToolIn(ToolUpdate):
     """POST/PUT /v1/tools/: a tool from Python source (Letta's ToolCreate / ToolUpsert)."""
 
     source_code: str = Field(max_length=100_000)
-    tags: list[str] | None = Field(default_factory=list)
+    tags: list[str] | None = None  # None: a new tool has none, an upserted one keeps its own
 
 
 def iso(dt: datetime | None) -> str:

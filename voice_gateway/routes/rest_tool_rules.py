@@ -21,8 +21,8 @@ from voice_gateway.routes.http import load_json
 async def checked_rules(
     request: Request, rules: list[dict[str, Any]], user_id: str | None
 ) -> list[dict[str, Any]]:
-    """The rules as stored (normalized), or a 422 naming what is wrong: a malformed rule or
-    a tool no one knows."""
+    """The rules as stored (normalized, each once), or a 422 naming what is wrong: a malformed
+    rule or a tool no one knows."""
     try:
         parsed = parse_rules(rules)
     except ValidationError as exc:
@@ -33,7 +33,11 @@ async def checked_rules(
     unknown = unknown_tools(parsed, known)
     if unknown:
         raise ApiError(422, f"tool_rules name unknown tools: {', '.join(unknown)}")
-    return dump_rules(parsed)
+    unique: list[dict[str, Any]] = []
+    for rule in dump_rules(parsed):  # the same rule twice is one rule, as Letta keeps it
+        if rule not in unique:
+            unique.append(rule)
+    return unique
 
 
 async def update_approval(request: Request) -> JSONResponse:

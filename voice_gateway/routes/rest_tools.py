@@ -59,6 +59,10 @@ def _parse(source: str, body: ToolUpdate, description: str | None = None) -> dic
             description=body.description or description,
         )
     except SourceError as exc:
+        named = (body.json_schema or {}).get("name")
+        if body.source_code is not None and isinstance(named, str) and f"'{named}'" in str(exc):
+            # Letta's answer to a json_schema naming another function than the source's
+            raise ApiError(400, f"json_schema.name '{named}' does not match: {exc}") from exc
         raise ApiError(422, str(exc)) from exc
     schema = parsed.json_schema
     return {"name": parsed.name, "json_schema": schema, "description": schema["description"]}
@@ -112,7 +116,7 @@ async def _save(request: Request, create_only: bool) -> JSONResponse:
         create_only=create_only,
         source_code=body.source_code,
         source_type="python",
-        tags=list(body.tags or []),
+        **({"tags": list(body.tags or [])} if "tags" in body.model_fields_set else {}),
         **fields,
         **extra,
     )
