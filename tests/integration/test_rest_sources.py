@@ -88,13 +88,15 @@ def test_sources_are_folders(srv, alice: httpx.Client, keys: tuple[str, str]) ->
     r = alice.patch(f"/v1/agents/{agent.id}/sources/attach/{sid}")
     assert r.status_code == 200, r.text
     assert [s["id"] for s in r.json()["sources"]] == [sid]
-    assert "grep_files" in {t["name"] for t in r.json()["tools"]}
+    files_core = {t["name"] for t in r.json()["tools"] if t["tool_type"] == "letta_files_core"}
+    assert files_core == {"open_files", "grep_files", "semantic_search_files"}
     assert [s["id"] for s in alice.get(f"/v1/agents/{agent.id}/sources").json()] == [sid]
     assert alice.get(f"/v1/sources/{sid}/agents").json() == [agent.id]
     strict = client.agents.retrieve(agent.id)  # the strict client parses `sources`
     assert [s.id for s in strict.sources] == [sid]
     r = alice.patch(f"/v1/agents/{agent.id}/sources/detach/{sid}")
     assert r.status_code == 200 and r.json()["sources"] == []
+    assert not [t for t in r.json()["tools"] if t["tool_type"] == "letta_files_core"]
 
     assert alice.delete(f"/v1/sources/{sid}/{again['id']}").status_code == 204
     assert [f["id"] for f in alice.get(f"/v1/folders/{sid}/files").json()] == [fid]
