@@ -103,6 +103,13 @@ def test_sources_are_folders(srv, alice: httpx.Client, keys: tuple[str, str]) ->
     assert alice.delete(f"/v1/sources/{sid}").status_code == 200
     assert alice.get(f"/v1/sources/{sid}").status_code == 404
     assert alice.get("/v1/sources/count").json() == 0
+    # over the 1 MB JSON body limit: a file upload has its own limit (VG_MAX_FILE_BYTES)
+    big = b"".join(b"line %d of a long manual\n" % n for n in range(60_000))
+    assert len(big) > 1_500_000
+    other = alice.post("/v1/sources/", json={"name": "big"}).json()["id"]
+    r = alice.post(f"/v1/sources/{other}/upload", files={"file": ("big.txt", big, "text/plain")})
+    assert r.status_code == 200, r.text
+    assert r.json()["file_size"] == len(big)  # accepted; processed in the background
 
 
 def test_sources_bad_input(alice: httpx.Client, bob: httpx.Client) -> None:
