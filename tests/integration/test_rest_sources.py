@@ -94,6 +94,10 @@ def test_sources_are_folders(srv, alice: httpx.Client, keys: tuple[str, str]) ->
     assert alice.get(f"/v1/sources/{sid}/agents").json() == [agent.id]
     strict = client.agents.retrieve(agent.id)  # the strict client parses `sources`
     assert [s.id for s in strict.sources] == [sid]
+    born = alice.post("/v1/agents", json={"model": "openai/fake", "source_ids": [sid]}).json()
+    assert [s["id"] for s in born["sources"]] == [sid]  # Letta's source_ids on create
+    assert "open_files" in {t["name"] for t in born["tools"]}
+    assert alice.delete(f"/v1/agents/{born['id']}").status_code in (200, 204)
     r = alice.patch(f"/v1/agents/{agent.id}/sources/detach/{sid}")
     assert r.status_code == 200 and r.json()["sources"] == []
     assert not [t for t in r.json()["tools"] if t["tool_type"] == "letta_files_core"]
@@ -137,6 +141,10 @@ def test_sources_bad_input(alice: httpx.Client, bob: httpx.Client) -> None:
     ):
         r = bob.request(method, path, json={} if method == "PATCH" else None)
         assert r.status_code == 404 and "detail" in r.json(), (method, path, r.text)
+    r = bob.post("/v1/agents", json={"model": "openai/fake", "source_ids": [sid]})
+    assert r.status_code == 404 and "detail" in r.json()  # alice's source, bob's key
+    r = alice.post("/v1/agents", json={"model": "openai/fake", "source_ids": "source-x"})
+    assert r.status_code == 422 and "detail" in r.json()
     assert bob.get("/v1/sources/count").json() == 0
     assert bob.get("/v1/sources/metadata").json()["total_sources"] == 0
     # wrong types

@@ -77,6 +77,7 @@ class AgentCreate(_Body):
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
     block_ids: list[str] | None = Field(None, max_length=100)  # existing blocks to attach
+    source_ids: list[str] | None = Field(None, max_length=100)  # folders to attach
     tools: list[str] | None = None
     tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True

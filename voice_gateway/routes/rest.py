@@ -81,6 +81,10 @@ async def create_agent(request: Request) -> JSONResponse:
         await shared.get(block_id, principal.user_id, scoped=principal.scoped)
         for block_id in dict.fromkeys(body.block_ids or [])
     ]
+    folders = [  # Letta's source_ids: folders to attach (unknown / not yours: 404)
+        await gw.memory.folders.get(folder_id, principal.user_id, scoped=principal.scoped)
+        for folder_id in dict.fromkeys(body.source_ids or [])
+    ]
     blocks = (
         [b.spec() for b in body.memory_blocks]
         if body.memory_blocks is not None
@@ -113,7 +117,9 @@ async def create_agent(request: Request) -> JSONResponse:
     )
     for block in attach:
         await shared.attach(block, agent.id)
-    if attach:
+    for folder in folders:  # the agent gets the file tools with its first folder
+        await gw.memory.folders.set_attached(agent.id, folder.id, True)
+    if attach or folders:
         agent = await gw.memory.agents.get(agent.id)
     if body.initial_message_sequence:  # Letta's: the agent's context starts with these
         await gw.memory.messages.append(
