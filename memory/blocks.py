@@ -139,6 +139,25 @@ class BlockStore:
             label=label,
         )
 
+    async def rename(self, agent_id: str, label: str, new_label: str) -> BlockData:
+        """Give the agent's block `label` a new label: its own block with the callers' copies
+        (one name for all), or an attached shared block itself. Conflict if the agent sees a
+        block of that label already."""
+        block = await self.get(agent_id, label)
+        if new_label == label:
+            return block
+        if new_label in {b.label for b in await self.all(agent_id)}:
+            raise Conflict(f"agent {agent_id} already has a block labelled '{new_label}'")
+        async with self.db.write() as s:
+            own = block.agent_id == agent_id  # its own: the template and every caller's copy
+            q = update(Block).where(Block.agent_id == agent_id, Block.label == label)
+            await s.execute(
+                (q if own else update(Block).where(Block.id == block.id)).values(label=new_label)
+            )
+        renamed = await self.get(agent_id, new_label)
+        await self.notify(renamed)
+        return renamed
+
     async def modify_id(
         self,
         block_id: str,

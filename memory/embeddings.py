@@ -141,7 +141,9 @@ class OpenAIEmbedder(Embedder):
 
 @lru_cache(maxsize=16)
 def _cached(handle: str, api_key: str | None, base_url: str | None) -> Embedder:
-    if handle == LOCAL_HANDLE:
+    # "": an agent created without an embedding model (Letta's embedding_config null): its
+    # archival memory is still searchable, embedded with the built-in local model
+    if handle in (LOCAL_HANDLE, ""):
         return LocalMiniLM()
     provider, _, model = handle.partition("/")
     if provider == "openai" and model:

@@ -262,14 +262,18 @@ class FileStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def add(self, folder: FolderData, name: str, file_type: str, size: int) -> FileData:
+    async def add(
+        self, folder: FolderData, name: str, file_type: str, size: int, original: str | None = None
+    ) -> FileData:
+        """A new file record; `original`: the name it was uploaded under, when `name` is the
+        unique name it got in the folder."""
         now = utcnow()
         row = FileRecord(
             id=new_id("file"),
             folder_id=folder.id,
             user_id=folder.user_id,
             file_name=name,
-            original_file_name=name,
+            original_file_name=original or name,
             file_type=file_type,
             file_size=size,
             status="pending",
@@ -284,6 +288,18 @@ class FileStore:
         async with self.db.read() as s:
             q = select(FileRecord.file_name, FileRecord.id).where(FileRecord.folder_id == folder_id)
             return {str(n): str(i) for n, i in (await s.execute(q)).all()}
+
+    async def by_original(self, folder_id: str, original: str) -> str | None:
+        """The id of the folder's first file uploaded under the name `original`."""
+        async with self.db.read() as s:
+            q = (
+                select(FileRecord.id)
+                .where(FileRecord.folder_id == folder_id)
+                .where(FileRecord.original_file_name == original)
+                .order_by(FileRecord.created_at, FileRecord.id)
+            )
+            found = await s.scalar(q.limit(1))
+        return None if found is None else str(found)
 
     async def set(self, file_id: str, **fields: Any) -> None:
         async with self.db.write() as s:

@@ -2,8 +2,9 @@
 `tool_type` "external_mcp" and `mcp_server_id`, attached to agents by name like any tool).
 
 Secrets (the bearer token, custom headers, a stdio server's environment) are stored encrypted
-(Fernet: AES-128-CBC + HMAC-SHA256) under a key from the environment (VG_SECRETS_KEY); without
-a key a server with secrets is refused, never stored in clear. A server and its tools are
+(Fernet: AES-128-CBC + HMAC-SHA256) under the gateway's secrets key (VG_SECRETS_KEY, else the
+key file made on the first start: voice_gateway/secrets_key.py); a store without a key refuses
+a server with secrets, never stores them in clear. A server and its tools are
 written in one transaction: nothing half-stored.
 """
 
@@ -104,10 +105,11 @@ class McpServerStore:
         user_id: str | None,
         fields: dict[str, Any],
         secrets: dict[str, Any],
-        tools: list[McpToolIn],
+        tools: list[McpToolIn] | None,
         server_id: str | None = None,
     ) -> McpServerData:
-        """Create (no `server_id`) or replace a server with its tools, in one transaction."""
+        """Create (no `server_id`) or replace a server with its tools, in one transaction;
+        `tools` None: the tools stored so far are kept (none for a new server)."""
         sealed = self.seal(secrets)
         try:
             async with self.db.write() as s:
@@ -122,7 +124,8 @@ class McpServerStore:
                 row.secrets = sealed
                 row.updated_at = utcnow()
                 await s.flush()
-                await self._set_tools(s, row, tools)
+                if tools is not None:
+                    await self._set_tools(s, row, tools)
                 return self._data(row)
         except IntegrityError as exc:
             raise Conflict(
@@ -147,6 +150,7 @@ class McpServerStore:
                 tool = Tool(
                     id=new_id("tool"), user_id=row.user_id, name=t.name, created_at=utcnow()
                 )
+                tool.voice_safe = True  # MCP tools are voice-safe unless taken out
                 s.add(tool)
             tool.description = t.description
             tool.json_schema = {
@@ -155,7 +159,9 @@ class McpServerStore:
                 "parameters": t.input_schema,
             }
             tool.source_type, tool.tool_type = "mcp", "external_mcp"
-            tool.mcp_server_id, tool.voice_safe = row.id, t.name in safe
+            tool.mcp_server_id = row.id
+            if safe:  # the server names its voice-safe tools: only those
+                tool.voice_safe = t.name in safe
             tool.tags = [f"mcp:{row.server_name}"]
         for gone in old.values():  # the server no longer serves it: detach it too
             await _detach(s, gone)

@@ -259,7 +259,7 @@ class RunStore:
             return StepData.model_validate(row)
 
     async def page(
-        self, q: Select[tuple[Run]], *, limit: int, after: str | None, before: str | None,
+        self, q: Select[Run], *, limit: int, after: str | None, before: str | None,
         order: Order,
     ) -> list[RunData]:  # fmt: skip
         async with self.db.read() as s:
@@ -267,7 +267,7 @@ class RunStore:
             return [RunData.model_validate(r) for r in (await s.scalars(q.limit(limit)))]
 
     async def steps(
-        self, q: Select[tuple[Step]], *, limit: int, after: str | None, before: str | None,
+        self, q: Select[Step], *, limit: int, after: str | None, before: str | None,
         order: Order,
     ) -> list[StepData]:  # fmt: skip
         async with self.db.read() as s:

@@ -43,7 +43,7 @@ class ToolData(BaseModel):
     source_code: str | None
     tool_type: str = "custom"
     tags: list[str]
-    voice_safe: bool = False
+    voice_safe: bool = True
     mcp_server_id: str | None = None
     return_char_limit: int | None = None  # None: the server's VG_TOOL_RETURN_CHAR_LIMIT
     created_at: datetime

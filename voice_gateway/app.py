@@ -41,6 +41,7 @@ from voice_gateway.routes.http import WebMount
 from voice_gateway.routes.rest_messages import messages_json
 from voice_gateway.run_callbacks import RunCallbacks
 from voice_gateway.run_mirror import ORPHANED, RunMirror
+from voice_gateway.secrets_key import secrets_key
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
 
@@ -168,9 +169,14 @@ async def orphaned_runs(gw: Gateway) -> None:
 
 def mcp_tools(s: Settings, memory: Memory) -> McpTools:
     """MCP servers' tools: pooled sessions; stdio servers only inside the tool isolation."""
-    launcher = jailed_launcher(strict=not s.sandbox_allow_weak, memory_mb=s.tool_memory_mb * 2)
+    launcher = jailed_launcher(
+        strict=not s.sandbox_allow_weak,
+        memory_mb=s.tool_memory_mb * 2,
+        read_dirs=tuple(s.mcp_stdio_paths),
+    )
     pool = McpPool(launcher, connect_timeout_s=s.mcp_connect_timeout_s)
-    return McpTools(McpServerStore(memory.db, s.secrets_key), pool, s.mcp_timeout_s)
+    key = secrets_key(s.secrets_key, s.secrets_key_path)  # SecretsKeyError: start refused
+    return McpTools(McpServerStore(memory.db, key), pool, s.mcp_timeout_s)
 
 
 async def close_gateway(gw: Gateway, scheduler: Scheduler | None = None) -> None:

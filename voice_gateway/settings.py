@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from agents.llm.providers import ProviderEndpoint
 from voice_gateway.turns.config import Detection, setting_field
@@ -279,7 +280,21 @@ class Settings(BaseSettings):
     secrets_key: str | None = Field(
         None,
         description="Key of secrets stored encrypted at rest (MCP tokens, headers, env). "
-        "Unset: none are stored.",
+        "Unset: the key file's (VG_SECRETS_KEY_FILE).",
+    )
+    secrets_key_file: Path | None = Field(
+        None,
+        description="File holding the secrets key when VG_SECRETS_KEY is unset: made on the "
+        "first start (owner-only), read on later ones; an unreadable or corrupt file stops "
+        "the start. Unset: secrets.key in the data directory (docs/operations.md)",
+    )
+    mcp_stdio_dirs: str = Field(
+        "",
+        description="Directories, separated by ':', that stdio MCP servers may read "
+        "(read-only) besides the "
+        "system and Python runtime directories, e.g. where a server's script and its "
+        "packages live; a server whose command or script lies outside them is refused with "
+        "a 422 naming the path (docs/tools.md)",
     )
 
     # Provider faults: time-outs and fallbacks (docs/operations.md, "Provider faults")
@@ -461,7 +476,20 @@ class Settings(BaseSettings):
 
     @cached_property
     def data_dir(self) -> Path:
+        """The SQLite database's directory; ./data with a database server."""
+        url = make_url(self.database_url)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return Path(url.database).parent
         return Path("./data")
+
+    @property
+    def mcp_stdio_paths(self) -> list[str]:
+        """VG_MCP_STDIO_DIRS as absolute, resolved paths."""
+        return [str(Path(p).resolve()) for p in self.mcp_stdio_dirs.split(":") if p.strip()]
+
+    @property
+    def secrets_key_path(self) -> Path:
+        return self.secrets_key_file or self.data_dir / "secrets.key"
 
     @property
     def is_loopback(self) -> bool:

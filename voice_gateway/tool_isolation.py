@@ -11,9 +11,12 @@ the remaining layers (rlimits, clean environment, uid nobody, audit hook), logge
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from typing import TYPE_CHECKING
 
 from agents.tools.sandbox import Sandbox
+from agents.tools.sandbox_jail import SYSTEM, runtime_paths
 from voice_gateway.errors import ApiError
 
 if TYPE_CHECKING:
@@ -47,3 +50,33 @@ def refuse_if_unisolated(gw: Gateway) -> None:
     refused = gw.tools_refused
     if refused:
         raise ApiError(403, refused)
+
+
+def stdio_outside(command: str, args: list[str], read_dirs: list[str]) -> str | None:
+    """The first path of a stdio MCP server (its program, found on PATH, or an absolute path
+    among its arguments) that its isolation would not show: outside the system directories,
+    the Python runtime and the directories named by VG_MCP_STDIO_DIRS. None: all visible."""
+    roots = [os.path.realpath(p) for p in (*SYSTEM, *runtime_paths(), *read_dirs)]
+    found = shutil.which(command) or command
+    paths = [found, os.path.realpath(found), *(a for a in args if a.startswith("/"))]
+    for path in paths:
+        real = os.path.realpath(path)
+        if not any(
+            p == root or p.startswith(root.rstrip("/") + "/")
+            for root in roots
+            for p in (path, real)
+        ):
+            return path
+    return None
+
+
+def refuse_stdio_outside(command: str, args: list[str], read_dirs: list[str]) -> None:
+    """422 naming the path and the setting, for a stdio server its isolation could not run."""
+    outside = stdio_outside(command, args, read_dirs)
+    if outside is not None:
+        raise ApiError(
+            422,
+            f"the stdio MCP server's {outside!r} lies outside the directories it may read "
+            "(the system's, the Python runtime's, and VG_MCP_STDIO_DIRS); add its directory "
+            "to VG_MCP_STDIO_DIRS (':'-separated) to let the server read it, read-only",
+        )

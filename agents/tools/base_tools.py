@@ -20,6 +20,9 @@ LETTA_TOOL_TYPES = {
     "send_message_to_agent_and_wait_for_reply": "letta_multi_agent_core",
     "send_message_to_agents_matching_tags": "letta_multi_agent_core",
     "send_message_to_agent_async": "letta_multi_agent_core",
+    "open_files": "letta_files_core",
+    "grep_files": "letta_files_core",
+    "semantic_search_files": "letta_files_core",
 }
 
 

@@ -20,7 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agents.tools.model_schema import Models, inline_refs, model_classes, model_schema
+from agents.tools.model_schema import (
+    Models,
+    SourceError,
+    inline_refs,
+    model_classes,
+    model_schema,
+)
 from agents.tools.registry import (
     PRE_EXEC_MSG,
     REGISTRY,
@@ -44,10 +50,6 @@ _SUPPORTED = (
     "str, int, float, bool, list[...], dict, Optional[...], Literal[...], X | None or a "
     "pydantic model of the source"
 )
-
-
-class SourceError(ValueError):
-    """The source cannot become a tool; the message says why (returned to the caller)."""
 
 
 @dataclass(slots=True)

@@ -57,9 +57,12 @@ def spec_of(server: McpServerData) -> McpSpec:
 SCRATCH_PREFIX = "vg-mcp-"
 
 
-def jailed_launcher(strict: bool, memory_mb: int = 512) -> Launcher:
+def jailed_launcher(
+    strict: bool, memory_mb: int = 512, read_dirs: tuple[str, ...] = ()
+) -> Launcher:
     """stdio commands run inside the tool sandbox's isolation (agents/tools/mcp_jail.py), each
-    server process in a scratch directory of its own, removed when the process has ended."""
+    server process in a scratch directory of its own, removed when the process has ended;
+    `read_dirs` are shown to it read-only (VG_MCP_STDIO_DIRS)."""
 
     @contextlib.asynccontextmanager
     async def launch(spec: McpSpec) -> AsyncIterator[StdioServerParameters]:
@@ -68,6 +71,7 @@ def jailed_launcher(strict: bool, memory_mb: int = 512) -> Launcher:
             if os.geteuid() == 0:
                 os.chown(scratch, NOBODY, NOBODY)
             args = ["-I", "-B", JAIL, scratch, "1" if strict else "0", str(memory_mb)]
+            args.append(":".join(read_dirs))
             env = {"HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", **dict(spec.env)}
             yield StdioServerParameters(
                 command=sys.executable,

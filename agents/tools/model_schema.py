@@ -26,6 +26,10 @@ BOUNDS = {
 MAX_DEPTH = 32
 
 
+class SourceError(ValueError):
+    """The source cannot become a tool; the message says why (returned to the caller)."""
+
+
 def _base_name(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -75,8 +79,6 @@ def model_schema(
     seen: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The object schema of a model class (its model parents' fields first)."""
-    from agents.tools.custom import SourceError
-
     if cls.name in seen:
         raise SourceError(f"model '{cls.name}' contains itself; tools take finite arguments")
     seen = (*seen, cls.name)
@@ -108,8 +110,6 @@ def model_schema(
 
 def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
     """`schema` with every local `$ref` replaced by its definition and `$defs` dropped."""
-    from agents.tools.custom import SourceError
-
     if depth > MAX_DEPTH:
         raise SourceError("args_json_schema nests too deeply (a recursive $ref?)")
     if isinstance(schema, list):

@@ -9,7 +9,8 @@ Layers, each applied where the OS allows and reported by name:
   read-only bind mounts of the system directories (/usr and the /bin, /lib... links), the Python
   runtime (sys.base_prefix, sys.prefix, sys.path directories), /dev/null, /dev/zero,
   /dev/urandom, /dev/random and /etc/localtime, plus the read-write scratch directory at its own
-  path; then chroot into it. No /proc, no /tmp contents, no home, no repository, no database.
+  path, and the read-only directories the operator named for stdio MCP servers (`read_dirs`);
+  then chroot into it. No /proc, no /tmp contents, no home, no repository, no database.
 - "nobody": when started as root, drop to uid/gid 65534 with no supplementary groups (the
   scratch directory is chowned to it by the parent); other processes' /proc entries and every
   root-only file are out of reach even without the mount namespace.
@@ -73,8 +74,9 @@ def world_readable(path: str) -> bool:
 
 
 class Jail:
-    def __init__(self, scratch: str) -> None:
+    def __init__(self, scratch: str, read_dirs: tuple[str, ...] = ()) -> None:
         self.scratch = scratch
+        self.read_dirs = read_dirs  # shown read-only besides the system and runtime
         self.parent = os.getppid()
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.layers: list[str] = []
@@ -149,7 +151,9 @@ class Jail:
     def _minimal_root(self) -> None:
         self._mount(None, "/", None, MS_REC | MS_PRIVATE)
         links = {p: os.readlink(p) for p in SYSTEM if os.path.islink(p)}
-        binds = [p for p in (*SYSTEM, *DEVICES, *runtime_paths()) if p not in links]
+        binds = [
+            p for p in (*SYSTEM, *DEVICES, *runtime_paths(), *self.read_dirs) if p not in links
+        ]
         binds = [p for p in binds if os.path.exists(p)]
         # opened after unshare (a bind source must be a mount of this namespace), before the
         # tmpfs hides them: paths under /tmp stay reachable through their descriptors

@@ -315,7 +315,8 @@ class Tool(Base):
     source_code: Mapped[str | None] = mapped_column(Text)
     tool_type: Mapped[str] = mapped_column(String(40), default="custom")
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    voice_safe: Mapped[bool] = mapped_column(Boolean, default=False)
+    # custom and MCP tools are offered in voice unless taken out (docs/tools.md)
+    voice_safe: Mapped[bool] = mapped_column(Boolean, default=True)
     mcp_server_id: Mapped[str | None] = mapped_column(String(64), index=True)  # MCP tools
     return_char_limit: Mapped[int | None] = mapped_column(Integer)  # None: the server's limit
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

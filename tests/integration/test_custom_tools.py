@@ -76,7 +76,8 @@ def test_create_from_source_gives_the_schema(client: Letta) -> None:
     tool = client.tools.create(source_code=FORECAST, tags=["weather"])
     assert tool.name == "forecast" and tool.tool_type == "custom"
     assert tool.id.startswith("tool-") and tool.source_code == FORECAST
-    assert tool.tags == ["weather"] and tool.metadata == {"voice_safe": False, "builtin": False}
+    # voice-safe unless taken out (Letta's voice agent offers custom tools)
+    assert tool.tags == ["weather"] and tool.metadata == {"voice_safe": True, "builtin": False}
     schema = tool.json_schema
     assert schema is not None
     assert schema["name"] == "forecast"
@@ -118,11 +119,11 @@ def test_upsert_modify_delete_and_agents_follow(client: Letta) -> None:
     agent = client.agents.create(model="scripted/demo")
     state = client.agents.tools.attach(made.id, agent_id=agent.id)
     assert "shout" in {t.name for t in state.tools}
-    changed = client.tools.update(made.id, tags=["text"], metadata={"voice_safe": True})
-    assert changed.tags == ["text"] and changed.metadata["voice_safe"] is True
+    changed = client.tools.update(made.id, tags=["text"], metadata={"voice_safe": False})
+    assert changed.tags == ["text"] and changed.metadata["voice_safe"] is False
     renamed = client.tools.update(made.id, source_code=src.replace("def shout", "def yell"))
     assert renamed.name == "yell" and renamed.json_schema["name"] == "yell"
-    assert renamed.metadata["voice_safe"] is True  # kept
+    assert renamed.metadata["voice_safe"] is False  # kept
     names = {t.name for t in client.agents.tools.list(agent_id=agent.id)}
     assert "yell" in names and "shout" not in names  # the agent follows the rename
     client.tools.delete(made.id)
@@ -184,8 +185,8 @@ def test_voice_mode_offers_only_voice_safe_custom_tools(
 ) -> None:
     safe = 'def clock(zone: str) -> str:\n    """Time in a zone."""\n    return "noon"\n'
     unsafe = 'def wipe(target: str) -> str:\n    """Wipe something."""\n    return "done"\n'
-    t1 = client.tools.create(source_code=safe, extra_body={"voice_safe": True})
-    t2 = client.tools.create(source_code=unsafe)
+    t1 = client.tools.create(source_code=safe)  # voice-safe by default
+    t2 = client.tools.create(source_code=unsafe, extra_body={"voice_safe": False})
     assert t1.metadata["voice_safe"] is True and t2.metadata["voice_safe"] is False
     agent = client.agents.create(model="openai/fake")
     for t in (t1, t2):

@@ -1,15 +1,20 @@
 """MCP servers through the official letta-client SDK against a live gateway, with real MCP
 servers from the `mcp` SDK (tests/support/mcp_server.py) over streamable HTTP, SSE and stdio
 (inside the tool isolation): registered, listed, refreshed, their tools run directly and by the
-one agent loop, a dead server a tool error. Bad input: a URL that refuses, times out or speaks
-something else (502/504, nothing stored); a stdio server where isolation is unavailable (403);
-secrets without a key (503); secrets stored encrypted and never returned in full."""
+one agent loop, a dead server a tool error. A server that does not answer yet is stored without
+tools (its refresh a 502/504); a stdio server where isolation is unavailable (403) or whose
+program lies outside the directories it may read (422); secrets stored encrypted under the key
+file made on the first start, and never returned in full."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
 import socket
 import sqlite3
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +26,10 @@ from letta_client import APIStatusError, Letta, PermissionDeniedError
 
 from tests.support import mcp_server
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
+from tests.support.gateway import make_settings
 from tests.support.servers import ServerThread
+from voice_gateway.app import create_app
+from voice_gateway.secrets_key import SecretsKeyError
 
 TOKEN = "s3cret-token-abcdef-1234"
 
@@ -169,6 +177,30 @@ def test_stdio_server_runs_isolated(gateway_factory, tmp_path: Path, fake_llm_ur
     assert res.status == "success" and "Kyiv" in str(res.func_return), res.func_return
 
 
+def test_stdio_server_from_a_directory_the_operator_names(gateway_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A server script in a directory of the user's own runs (isolated, reading it read-only)
+    once VG_MCP_STDIO_DIRS names the directory; without it the creation is a 422."""
+    home = Path(tempfile.mkdtemp(prefix="vg-mcp-home-"))  # readable by `nobody`, as a home
+    try:
+        home.chmod(0o755)
+        script = home / "weather_server.py"
+        script.write_text(Path(mcp_server.__file__).read_text())
+        script.chmod(0o644)
+        config = {"mcp_server_type": "stdio", "command": sys.executable, "args": [str(script)]}
+        db = f"sqlite+aiosqlite:///{tmp_path / 'gw.db'}"
+        gw = gateway_factory(database_url=db, mcp_stdio_dirs=str(home))
+        client = Letta(base_url=gw.url, api_key="k", timeout=60, _strict_response_validation=True)
+        server = client.mcp_servers.create(server_name="home-weather", config=config)  # type: ignore[arg-type]
+        tools = {t.name: t for t in client.mcp_servers.tools.list(server.id)}
+        assert set(tools) == {"get_weather", "forecast", "book_table", "slow"}
+        res = client.mcp_servers.tools.run(
+            tools["get_weather"].id, mcp_server_id=server.id, args={"city": "Lviv"}
+        )
+        assert res.status == "success" and "Lviv" in str(res.func_return), res.func_return
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def _silent_server() -> tuple[socket.socket, int]:
     """Accepts connections and never answers (a server that times out)."""
     s = socket.socket()
@@ -187,27 +219,35 @@ def _silent_server() -> tuple[socket.socket, int]:
     return s, s.getsockname()[1]
 
 
-def test_bad_urls_store_nothing(client: Letta, srv: ServerThread) -> None:
+def test_unreachable_servers_are_stored_without_tools(
+    client: Letta, srv: ServerThread, tmp_path: Path
+) -> None:
+    """As Letta: a server that does not answer yet is stored (no tools); a refresh that fails
+    is a 502 / 504 and changes nothing; a URL that is no http(s) URL is a 422, nothing stored."""
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there: refused
+    a = client.mcp_servers.create(
+        server_name="a", config=http_config(f"http://127.0.0.1:{port}/mcp")
+    )  # type: ignore[arg-type]
+    assert client.mcp_servers.tools.list(a.id) == []
     with pytest.raises(APIStatusError) as refused:
-        client.mcp_servers.create(
-            server_name="a", config=http_config(f"http://127.0.0.1:{port}/mcp")
-        )  # type: ignore[arg-type]
+        client.mcp_servers.refresh(a.id)
     assert refused.value.status_code == 502 and "unreachable" in str(refused.value)
     silent, sport = _silent_server()
     try:
+        b = client.mcp_servers.create(
+            server_name="b", config=http_config(f"http://127.0.0.1:{sport}/mcp")
+        )  # type: ignore[arg-type]
         with pytest.raises(APIStatusError) as slow:
-            client.mcp_servers.create(
-                server_name="b", config=http_config(f"http://127.0.0.1:{sport}/mcp")
-            )  # type: ignore[arg-type]
+            client.mcp_servers.refresh(b.id)
         assert slow.value.status_code == 504
     finally:
         silent.close()
+    c = client.mcp_servers.create(server_name="c", config=http_config(f"{srv.url}/v1/health"))  # type: ignore[arg-type]
     with pytest.raises(APIStatusError) as other:  # a web server that is no MCP server
-        client.mcp_servers.create(server_name="c", config=http_config(f"{srv.url}/v1/health"))  # type: ignore[arg-type]
+        client.mcp_servers.refresh(c.id)
     assert other.value.status_code == 502
     bad = httpx.post(
         f"{srv.url}/v1/mcp-servers/",
@@ -217,7 +257,15 @@ def test_bad_urls_store_nothing(client: Letta, srv: ServerThread) -> None:
         },
     )
     assert bad.status_code == 422 and "http(s) URL" in bad.json()["detail"]
-    assert client.mcp_servers.list() == []
+    script = tmp_path / "server.py"  # the isolation would not show it (no VG_MCP_STDIO_DIRS)
+    script.write_text("print('hi')\n")
+    stdio = {"mcp_server_type": "stdio", "command": sys.executable, "args": [str(script)]}
+    outside = httpx.post(f"{srv.url}/v1/mcp-servers/", json={"server_name": "e", "config": stdio})
+    assert outside.status_code == 422, outside.text
+    assert (
+        str(script) in outside.json()["detail"] and "VG_MCP_STDIO_DIRS" in outside.json()["detail"]
+    )
+    assert sorted(x.server_name for x in client.mcp_servers.list()) == ["a", "b", "c"]  # type: ignore[union-attr]
     assert not [t for t in client.tools.list() if t.tool_type == "external_mcp"]
 
 
@@ -231,21 +279,48 @@ def test_refresh_of_a_dead_server_keeps_what_was_stored(client: Letta) -> None:
     assert len(client.mcp_servers.tools.list(server.id)) == 4
 
 
-def test_secrets_need_a_key_and_stdio_needs_isolation(
+def test_secrets_key_file_and_stdio_needs_isolation(
     gateway_factory, tmp_path: Path, mcp_http: ServerThread
 ) -> None:  # type: ignore[no-untyped-def]
-    gw = gateway_factory(
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'nokey.db'}", tool_namespaces=False
-    )
+    """Without VG_SECRETS_KEY the first start makes a key file beside the database (owner-only)
+    and secrets are stored; the next start reads them with the same key; a corrupt key file
+    stops the start naming the file, and nothing replaces it."""
+    db = f"sqlite+aiosqlite:///{tmp_path / 'nokey.db'}"
+    key_file = tmp_path / "secrets.key"
+    gw = gateway_factory(database_url=db, tool_namespaces=False)
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    key = key_file.read_text()
     c = Letta(base_url=gw.url, api_key="k", timeout=30, _strict_response_validation=True)
-    with pytest.raises(APIStatusError) as nokey:
-        c.mcp_servers.create(
-            server_name="w", config=http_config(f"{mcp_http.url}/mcp", auth_token=TOKEN)
-        )  # type: ignore[arg-type]
-    assert nokey.value.status_code == 503 and "VG_SECRETS_KEY" in str(nokey.value)
+    server = c.mcp_servers.create(
+        server_name="w", config=http_config(f"{mcp_http.url}/mcp", auth_token=TOKEN)
+    )  # type: ignore[arg-type]
+    assert len(c.mcp_servers.tools.list(server.id)) == 4  # the token reached the server
     with pytest.raises(PermissionDeniedError, match="custom tools are disabled"):
         c.mcp_servers.create(
             server_name="s",
             config={"mcp_server_type": "stdio", "command": sys.executable, "args": ["-V"]},  # type: ignore[arg-type]
         )
-    assert c.mcp_servers.list() == []
+    gw.stop()
+    again = gateway_factory(database_url=db, tool_namespaces=False)
+    c2 = Letta(base_url=again.url, api_key="k", timeout=30, _strict_response_validation=True)
+    kept = c2.mcp_servers.retrieve(server.id)
+    assert kept.auth_token == "****" + TOKEN[-4:]  # type: ignore[union-attr]
+    c2.mcp_servers.refresh(server.id)  # unsealed with the kept key: the server answers
+    again.stop()
+    assert key_file.read_text() == key
+    key_file.write_text("not a key\n")
+    with pytest.raises(SecretsKeyError, match="does not hold a key") as corrupt:
+        asyncio.run(start_once(db))
+    assert str(key_file) in str(corrupt.value)
+    assert key_file.read_text() == "not a key\n"  # never silently replaced
+    key_file.chmod(0)
+    if os.geteuid() != 0:  # root reads any file
+        with pytest.raises(SecretsKeyError, match="cannot be read"):
+            asyncio.run(start_once(db))
+
+
+async def start_once(db: str) -> None:
+    """The gateway's start-up (its lifespan) and shut-down, without serving."""
+    app = create_app(make_settings(db, tool_namespaces=False))
+    async with app.router.lifespan_context(app):
+        pass

@@ -215,8 +215,11 @@ def test_every_route_validates_in_strict_mode(client: Letta, fake_llm: FakeLLM) 
     assert client.health().status == "ok"
     for model in ("scripted/demo", "openai/fake"):
         agent = client.agents.create(
-            model=model, memory_blocks=[{"label": "human", "value": "Ada"}]
+            model=model,
+            memory_blocks=[{"label": "human", "value": "Ada"}],
+            embedding="local/all-minilm-l6-v2",
         )
+        assert agent.embedding_config is not None
         assert agent.embedding_config.embedding_endpoint_type == "hugging-face"
         assert agent.embedding == agent.embedding_config.handle == "local/all-minilm-l6-v2"
         assert agent.llm_config.handle == model

@@ -49,10 +49,6 @@ def test_the_check_sees_an_import(tmp_path: Path) -> None:
 # both sides promise; an import cycle is a design cycle either way. `from a import b` counts as
 # an import of module `a.b` when that is a module, else of `a`.
 PACKAGES = ("voice_gateway", "agents", "memory", "transcripts")
-# Cycles in modules other branches own, removed there; this list is emptied when they merge.
-KNOWN: set[frozenset[str]] = {
-    frozenset({"agents.tools.custom", "agents.tools.model_schema"}),
-}
 
 
 def modules(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
@@ -138,11 +134,8 @@ def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 
 
 def test_no_import_cycles() -> None:
-    found = cycles(import_graph(PACKAGE.parent))
-    new = sorted(sorted(c) for c in found - KNOWN)
-    assert new == [], f"import cycles: {new}"
-    gone = sorted(sorted(c) for c in KNOWN - found)
-    assert gone == [], f"cycles no longer there: take them off KNOWN: {gone}"
+    found = sorted(sorted(c) for c in cycles(import_graph(PACKAGE.parent)))
+    assert found == [], f"import cycles: {found}"
 
 
 def test_the_cycle_check_counts_every_import(tmp_path: Path) -> None:

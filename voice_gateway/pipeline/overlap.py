@@ -78,8 +78,9 @@ def is_echo(text: str, reply_text: str, share: float = 0.6) -> bool:
 
 ECHO_REMOVED_DB = 12.0  # the canceller took this much out of the speech: it was mostly echo
 # (a caller over the reply loses 0-3 dB: the double-talk guard,
-# docs/turn_taking.md#echo-cancellation; a converged canceller removes ~30 dB of echo, and what whisper still turned into words while
-# the path was learned under load had 8.8-14.4 dB removed: "Here it's", "here will send")
+# docs/turn_taking.md#echo-cancellation; a converged canceller removes ~30 dB of echo, and
+# what whisper still turned into words while the path was learned under load had 8.8-14.4 dB
+# removed: "Here it's", "here will send")
 PARTLY_REMOVED_DB = 6.0  # this much removed: a third of the words being the reply's is echo
 PARTLY_SHARE = 1 / 3  # ("Here it's" at 13.0 dB: one word of two; else 0.6 of them)
 LEARNING_S = 1.5  # the canceller has processed less reply audio than this in the call: it is

@@ -74,6 +74,8 @@ class AgentCreate(_Body):
     model: str | None = None
     embedding: str | None = None
     memory_blocks: list[BlockIn] | None = None
+    block_ids: list[str] | None = Field(None, max_length=100)  # existing blocks to attach
+    source_ids: list[str] | None = Field(None, max_length=100)  # folders to attach
     tools: list[str] | None = None
     tool_ids: list[str] | None = Field(None, max_length=500)
     include_base_tools: bool = True
@@ -217,6 +219,7 @@ class MessagesRequest(_Body):
 
 
 class BlockUpdate(_Body):
+    label: str | None = Field(None, min_length=1, max_length=100)  # rename the block
     value: str | None = None
     limit: int | None = Field(None, ge=1, le=1_000_000)
     description: str | None = None
@@ -263,7 +266,7 @@ class ToolIn(ToolUpdate):
     """POST/PUT /v1/tools/: a tool from Python source (Letta's ToolCreate / ToolUpsert)."""
 
     source_code: str = Field(max_length=100_000)
-    tags: list[str] | None = Field(default_factory=list)
+    tags: list[str] | None = None  # None: a new tool has none, an upserted one keeps its own
 
 
 def iso(dt: datetime | None) -> str:
@@ -344,7 +347,7 @@ def agent_json(
         "system": a.system,
         "agent_type": "voice_convo_agent" if a.voice_default else "memgpt_v2_agent",
         "model": a.model,
-        "embedding": a.embedding,
+        "embedding": a.embedding or None,
         "llm_config": {
             "model": model,
             "model_endpoint_type": LETTA_LLM_TYPES.get(provider, "openai"),
@@ -356,7 +359,9 @@ def agent_json(
             "embedding_endpoint_type": "openai" if emb_provider == "openai" else "hugging-face",
             "embedding_dim": LOCAL_EMBED_DIM if emb_provider == "local" else 1536,
             "handle": a.embedding,
-        },
+        }
+        if a.embedding
+        else None,  # created without an embedding model, as Letta allows
         "memory": {"blocks": blocks},
         "blocks": blocks,
         "tools": tools,

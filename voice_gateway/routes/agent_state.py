@@ -1,5 +1,5 @@
-"""An agent as Letta's AgentState, for every route that answers with one (the agent routes,
-and those that attach tools, folders, blocks or rules to an agent)."""
+"""An agent as Letta's AgentState, for every route that answers with one (agents, tools,
+blocks, folders, tool rules): one module they all import, importing none of them back."""
 
 from __future__ import annotations
 
@@ -7,15 +7,33 @@ from typing import Any
 
 from starlette.requests import Request
 
+from agents.tools import REGISTRY
 from memory.ids import default_conversation_id
 from memory.models import AgentData
-from voice_gateway.protocol.letta import agent_json
-from voice_gateway.routes import rest_tools
+from voice_gateway.gateway import gateway_of
+from voice_gateway.protocol.letta import agent_json, custom_tool_json, tool_json
+from voice_gateway.protocol.letta_sources import folder_json
+
+
+async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str, Any]]:
+    """The agent's tools as Letta Tools, in the agent's order."""
+    unknown = [n for n in agent.tool_names if REGISTRY.get(n) is None]
+    rows = await gateway_of(request).memory.tools.by_names(agent.user_id, unknown)
+    custom = {t.name: custom_tool_json(t) for t in rows}
+    out = []
+    for name in agent.tool_names:
+        builtin = REGISTRY.get(name)
+        if builtin is not None or name in custom:
+            out.append(tool_json(builtin) if builtin is not None else custom[name])
+    return out
 
 
 async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
-    """The agent as Letta's AgentState; `message_ids`: its default conversation's context."""
-    gw = request.app.state.gw
-    tools = await rest_tools.agent_tools_json(request, agent)
+    """The agent as Letta's AgentState; `message_ids`: its default conversation's context;
+    `sources`: the folders attached to it."""
+    gw = gateway_of(request)
+    tools = await agent_tools_json(request, agent)
     ids = await gw.memory.conversations.in_context_ids(default_conversation_id(agent.id))
-    return agent_json(agent, tools, gw.settings.context_token_budget, ids)
+    out = agent_json(agent, tools, gw.settings.context_token_budget, ids)
+    out["sources"] = [folder_json(f) for f in await gw.memory.folders.agent_folders(agent.id)]
+    return out

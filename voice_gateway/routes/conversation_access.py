@@ -14,14 +14,14 @@ from agents.context import TEXT, order_context
 from memory.ids import new_id
 from memory.models import AgentData, ConversationData, MessageData, NotFound
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 
 
 async def conversation(
     request: Request, conversation_id: str, agent_id: str | None
 ) -> tuple[AgentData, ConversationData]:
     """The (agent, conversation) the request may use, or NotFound."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     convs = gw.memory.conversations
     if conversation_id == "default" or conversation_id.startswith("agent-"):
         named = agent_id if conversation_id == "default" else conversation_id
@@ -42,7 +42,7 @@ async def conversation(
 
 async def visible_agent_ids(request: Request) -> list[str] | None:
     """The agents whose conversations the principal may list (None: all)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     if not p.scoped:
         return None

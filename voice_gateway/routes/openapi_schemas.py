@@ -61,9 +61,9 @@ RESPONSES: dict[str, Schema] = {
             "name": STR,
             "system": STR,
             "model": STR,
-            "embedding": STR,
+            "embedding": NSTR,  # null: created without an embedding model
             "llm_config": OBJ,
-            "embedding_config": OBJ,
+            "embedding_config": {"type": ["object", "null"]},
             "memory": obj({"blocks": arr(ref("Block"))}),
             "blocks": arr(ref("Block")),
             "tools": arr(ref("Tool")),

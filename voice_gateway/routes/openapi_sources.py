@@ -112,3 +112,46 @@ SOURCE_OPS: dict[tuple[str, str], Op] = {
     ),
     ("import_agent", "post"): Op(response=obj({"agent_ids": arr(STR)})),
 }
+
+# Letta's older name of folders, sources: the same operations (routes/rest_folders.py), and
+# the reads only sources have (routes/rest_sources.py)
+SOURCE_ALIASES = {
+    "create_source": "create_folder",
+    "list_sources": "list_folders",
+    "get_source": "get_folder",
+    "update_source": "update_folder",
+    "delete_source": "delete_folder",
+    "upload_source_file": "upload_file",
+    "list_source_files": "list_files",
+    "get_source_file": "get_file",
+    "delete_source_file": "delete_file",
+    "source_agents": "folder_agents",
+    "agent_sources": "agent_folders",
+    "attach_source": "attach_folder",
+    "detach_source": "detach_folder",
+}
+SOURCE_OPS.update(
+    {
+        (alias, m): op
+        for (name, m), op in list(SOURCE_OPS.items())
+        for alias, of in SOURCE_ALIASES.items()
+        if of == name
+    }
+)
+SOURCE_OPS.update(
+    {
+        ("count_sources", "get"): Op(response={"type": "integer"}),
+        ("source_id_by_name", "get"): Op(response=STR),
+        ("sources_metadata", "get"): Op(
+            query=(q("include_detailed_per_source_metadata", BOOL),),
+            response=obj(
+                {
+                    "total_sources": {"type": "integer"},
+                    "total_files": {"type": "integer"},
+                    "total_size": {"type": "integer"},
+                    "sources": arr(OBJ),
+                }
+            ),
+        ),
+    }
+)

@@ -8,11 +8,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from agents.tools import BASE_TOOLS, REGISTRY
-from memory.embeddings import validate_handle
+from memory.embeddings import LOCAL_HANDLE, validate_handle
 from memory.ids import default_conversation_id, new_id
 from memory.models import BlockSpec, MessageData
+from memory.shared_blocks import SharedBlocks
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import AgentCreate, AgentUpdate
 from voice_gateway.routes import (
     conversation_access,
@@ -49,13 +51,13 @@ async def _check_handles(
 ) -> None:
     try:
         if model is not None:
-            request.app.state.gw.llms.validate(model)
+            gateway_of(request).llms.validate(model)
         if embedding is not None:
             validate_handle(embedding)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from exc
     if tools:
-        known = set(REGISTRY.names()) | await request.app.state.gw.memory.tools.names(user_id)
+        known = set(REGISTRY.names()) | await gateway_of(request).memory.tools.names(user_id)
         unknown = sorted(set(tools) - known)
         if unknown:
             raise ApiError(
@@ -65,24 +67,41 @@ async def _check_handles(
 
 async def create_agent(request: Request) -> JSONResponse:
     """Create an agent with memory blocks, model and tools."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     principal = await gw.auth.principal(request)
     body = await parse_body(request, AgentCreate)
     model = body.model or gw.default_model()
-    embedding = body.embedding or gw.settings.default_embedding
+    # none given: the operator's default (VG_DEFAULT_EMBEDDING) if they chose one, else none
+    # (Letta's embedding_config null; memory/embeddings.py embeds its archive locally)
+    chosen = gw.settings.default_embedding
+    embedding = body.embedding or (chosen if chosen != LOCAL_HANDLE else "")
     by_id = await rest_tools.tool_names_of(request, body.tool_ids or [], principal.user_id)
     base = BASE_TOOLS if body.include_base_tools else []
     tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
-    await _check_handles(request, model, embedding, tools, principal.user_id)
+    await _check_handles(request, model, embedding or None, tools, principal.user_id)
+    shared = SharedBlocks(gw.memory.db, gw.memory.blocks)
+    attach = [  # Letta's block_ids: existing blocks, attached (unknown / not yours: 404)
+        await shared.get(block_id, principal.user_id, scoped=principal.scoped)
+        for block_id in dict.fromkeys(body.block_ids or [])
+    ]
+    folders = [  # Letta's source_ids: folders to attach (unknown / not yours: 404)
+        await gw.memory.folders.get(folder_id, principal.user_id, scoped=principal.scoped)
+        for folder_id in dict.fromkeys(body.source_ids or [])
+    ]
     blocks = (
         [b.spec() for b in body.memory_blocks]
         if body.memory_blocks is not None
         else [BlockSpec(label="persona", value=DEFAULT_PERSONA), BlockSpec(label="human", value="")]
     )
+    if body.memory_blocks is None:  # a default block gives way to an attached one
+        blocks = [b for b in blocks if b.label not in {a.label for a in attach}]
     rules = await rest_tool_rules.checked_rules(request, body.tool_rules or [], principal.user_id)
     labels = [b.label for b in blocks]
     if len(set(labels)) != len(labels):
         raise ApiError(422, "memory block labels must be unique")
+    clash = sorted({a.label for a in attach} & set(labels))
+    if clash or len({a.label for a in attach}) != len(attach):
+        raise ApiError(409, f"two blocks labelled {', '.join(clash) or 'alike'} among block_ids")
     agent = await gw.memory.agents.create(
         user_id=principal.user_id,
         blocks=blocks,
@@ -99,6 +118,12 @@ async def create_agent(request: Request) -> JSONResponse:
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
     )
+    for block in attach:
+        await shared.attach(block, agent.id)
+    for folder in folders:  # the agent gets the file tools with its first folder
+        await gw.memory.folders.set_attached(agent.id, folder.id, True)
+    if attach or folders:
+        agent = await gw.memory.agents.get(agent.id)
     default = default_conversation_id(agent.id)
     await conversation_access.system_message(gw, agent.id, default, None)
     if body.initial_message_sequence:  # Letta's: the agent's context starts with these
@@ -120,7 +145,7 @@ async def create_agent(request: Request) -> JSONResponse:
 
 async def list_agents(request: Request) -> JSONResponse:
     """List your agents (limit, after, before, order, name, tags)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     q = request.query_params
     agents = await gw.memory.agents.page(
@@ -138,13 +163,13 @@ async def list_agents(request: Request) -> JSONResponse:
 
 async def get_agent(request: Request) -> JSONResponse:
     """Retrieve an agent."""
-    agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
+    agent = await gateway_of(request).auth.agent(request, request.path_params["agent_id"])
     return JSONResponse(await agent_out(request, agent))
 
 
 async def update_agent(request: Request) -> JSONResponse:
     """Update an agent's name, system prompt, model, tools, tags, greeting..."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AgentUpdate)
     if body.tool_ids is not None:  # Letta's: the agent's tools are these (with `tools`)
@@ -175,7 +200,7 @@ async def update_agent(request: Request) -> JSONResponse:
 
 async def delete_agent(request: Request) -> Response:
     """Delete an agent and everything it remembers."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     await gw.memory.agents.delete(agent.id)
     gw.loop.prompts.forget(agent.id)

@@ -21,6 +21,7 @@ from memory.open_files import OpenFiles
 from memory.tools import ToolData
 from voice_gateway.agent_files import ImportOptions, Planner
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.agent_file import AgentFileError, parse_agent_file
 from voice_gateway.protocol.agent_file_out import add_sources, agent_file
 from voice_gateway.routes.http import query_bool, query_int
@@ -33,7 +34,7 @@ async def export_agent(request: Request) -> Response:
     """The agent as an agent file (JSON): blocks, tools (custom ones with source), tool rules
     and the messages of its default conversation (or `conversation_id`'s); `scrub_messages`
     leaves the messages out."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     query_int(request, "max_steps", 100, hi=100_000)  # accepted (Letta's), not used
     if query_bool(request, "use_legacy_format", False):
@@ -67,7 +68,7 @@ async def export_agent(request: Request) -> Response:
 
 
 async def _conversation(request: Request, agent_id: str, conv_id: str) -> list[MessageData]:
-    store = request.app.state.gw.memory.messages
+    store = gateway_of(request).memory.messages
     out: list[MessageData] = []
     after = None
     while True:
@@ -83,7 +84,7 @@ async def _conversation(request: Request, agent_id: str, conv_id: str) -> list[M
 async def import_agent(request: Request) -> JSONResponse:
     """Create the agent(s) of an uploaded agent file, all or nothing: a malformed or foreign
     file is a 422 naming the first problem, one over VG_MAX_FILE_BYTES a 413."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     principal = await gw.auth.principal(request)
     limit = gw.settings.max_file_bytes
     async with request.form(max_files=1, max_fields=30) as form:

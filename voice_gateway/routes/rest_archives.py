@@ -13,6 +13,7 @@ from memory.archival import SearchFilter
 from memory.archives import ArchiveData
 from memory.embeddings import validate_handle
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import passage_json
 from voice_gateway.protocol.letta_sources import (
     ArchiveIn,
@@ -29,7 +30,7 @@ from voice_gateway.routes.http import parse_body, query_choice, query_int
 def embedding_handle(request: Request, handle: str | None, config: dict[str, Any] | None) -> str:
     """An embedding handle from `embedding` or `embedding_config.handle` (else the default)."""
     chosen = (
-        handle or (config or {}).get("handle") or request.app.state.gw.settings.default_embedding
+        handle or (config or {}).get("handle") or gateway_of(request).settings.default_embedding
     )
     try:
         validate_handle(str(chosen))
@@ -39,7 +40,7 @@ def embedding_handle(request: Request, handle: str | None, config: dict[str, Any
 
 
 async def _archive(request: Request) -> ArchiveData:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     archive_id = request.path_params["archive_id"]
     archive: ArchiveData = await gw.memory.archives.get(archive_id, p.user_id, scoped=p.scoped)
@@ -48,7 +49,7 @@ async def _archive(request: Request) -> ArchiveData:
 
 async def create_archive(request: Request) -> JSONResponse:
     """Create a shared archive."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     body = await parse_body(request, ArchiveIn)
     handle = embedding_handle(request, body.embedding, body.embedding_config)
@@ -60,7 +61,7 @@ async def create_archive(request: Request) -> JSONResponse:
 
 async def list_archives(request: Request) -> JSONResponse:
     """Your archives (after, before, limit, name, agent_id, order)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     q = request.query_params
     agent_id = q.get("agent_id")
@@ -92,14 +93,14 @@ async def update_archive(request: Request) -> JSONResponse:
         for k, v in body.model_dump(exclude_unset=True).items()
         if v is not None or k == "description"
     }
-    updated = await request.app.state.gw.memory.archives.update(archive.id, **fields)
+    updated = await gateway_of(request).memory.archives.update(archive.id, **fields)
     return JSONResponse(archive_json(updated))
 
 
 async def delete_archive(request: Request) -> Response:
     """Delete a shared archive with its passages (an agent's own archive: 409)."""
     archive = await _archive(request)
-    await request.app.state.gw.memory.archives.delete(archive.id)
+    await gateway_of(request).memory.archives.delete(archive.id)
     return Response(status_code=204)
 
 
@@ -107,7 +108,7 @@ async def add_archive_passage(request: Request) -> JSONResponse:
     """Add a passage (embedded with the archive's embedding model)."""
     archive = await _archive(request)
     body = await parse_body(request, ArchivePassageIn)
-    rows = await request.app.state.gw.memory.archives.add_passages(
+    rows = await gateway_of(request).memory.archives.add_passages(
         archive, [(body.text, body.tags or [], body.created_at)]
     )
     return JSONResponse(passage_json(rows[0]))
@@ -117,7 +118,7 @@ async def add_archive_passages(request: Request) -> JSONResponse:
     """Add passages in one transaction: all of them or none."""
     archive = await _archive(request)
     body = await parse_body(request, ArchivePassagesIn)
-    rows = await request.app.state.gw.memory.archives.add_passages(
+    rows = await gateway_of(request).memory.archives.add_passages(
         archive, [(p.text, p.tags or [], p.created_at) for p in body.passages]
     )
     return JSONResponse([passage_json(r) for r in rows])
@@ -125,7 +126,7 @@ async def add_archive_passages(request: Request) -> JSONResponse:
 
 async def delete_archive_passage(request: Request) -> Response:
     archive = await _archive(request)
-    await request.app.state.gw.memory.archives.delete_passage(
+    await gateway_of(request).memory.archives.delete_passage(
         archive.id, request.path_params["passage_id"]
     )
     return Response(status_code=204)
@@ -141,7 +142,7 @@ async def detach_archive(request: Request) -> JSONResponse:
 
 
 async def _set_attached(request: Request, attached: bool) -> JSONResponse:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     archive = await _archive(request)
     await gw.memory.archives.set_attached(agent.id, archive.id, attached)
@@ -151,7 +152,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
 async def search_all_passages(request: Request) -> JSONResponse:
     """Semantic search over an agent's archives, one archive, or all of yours. Passages a
     caller's own conversations stored are not found here (no caller asks)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     body = await parse_body(request, PassageSearchIn)
     query = (body.query or "").strip()

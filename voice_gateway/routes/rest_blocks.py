@@ -12,33 +12,34 @@ from starlette.routing import BaseRoute, Route
 from memory.models import BlockData
 from memory.shared_blocks import SharedBlocks
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_callers import BlockCreate, SharedBlockUpdate, shared_block_json
 from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 
 
 def _store(request: Request) -> SharedBlocks:
-    memory = request.app.state.gw.memory
+    memory = gateway_of(request).memory
     return SharedBlocks(memory.db, memory.blocks)
 
 
 async def _block(request: Request, block_id: str) -> BlockData:
-    p = await request.app.state.gw.auth.principal(request)
+    p = await gateway_of(request).auth.principal(request)
     return await _store(request).get(block_id, p.user_id, scoped=p.scoped)
 
 
 async def _notify(request: Request, block: BlockData, agent_ids: list[str]) -> None:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     hook = gw.memory.blocks.on_change
     for agent_id in agent_ids:
         gw.loop.prompts.forget(agent_id)
         if hook is not None:
-            await hook(agent_id, block.label, block.version)
+            await hook(agent_id, block.label, block.version, block.scope, block.identity_id)
 
 
 async def create_shared_block(request: Request) -> JSONResponse:
     """Create a standalone block, to attach to agents."""
-    p = await request.app.state.gw.auth.principal(request)
+    p = await gateway_of(request).auth.principal(request)
     body = await parse_body(request, BlockCreate)
     spec = body.spec()
     if len(spec.value) > spec.limit:
@@ -49,7 +50,7 @@ async def create_shared_block(request: Request) -> JSONResponse:
 
 async def list_shared_blocks(request: Request) -> JSONResponse:
     """Blocks you may see (label, identity_id, limit, after, order)."""
-    p = await request.app.state.gw.auth.principal(request)
+    p = await gateway_of(request).auth.principal(request)
     q = request.query_params
     order = q.get("order", "asc")
     if order not in ("asc", "desc"):
@@ -74,7 +75,7 @@ async def get_shared_block(request: Request) -> JSONResponse:
 async def update_shared_block(request: Request) -> JSONResponse:
     """Edit a block by id (value, limit, description, read_only; `version` or `If-Match` to
     fail with 409 instead of overwriting a newer version)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     block = await _block(request, request.path_params["block_id"])
     body = await parse_body(request, SharedBlockUpdate)
     expected = body.version
@@ -112,7 +113,7 @@ async def delete_shared_block(request: Request) -> JSONResponse:
 
 async def attach_block(request: Request) -> JSONResponse:
     """Attach a block to an agent (again: no change; a label it has already: 409)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     block = await _block(request, request.path_params["block_id"])
     if await _store(request).attach(block, agent.id):
@@ -122,7 +123,7 @@ async def attach_block(request: Request) -> JSONResponse:
 
 async def detach_block(request: Request) -> JSONResponse:
     """Detach a shared block from an agent (not attached: 404)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     block = await _block(request, request.path_params["block_id"])
     await _store(request).detach(block.id, agent.id)
@@ -133,7 +134,7 @@ async def detach_block(request: Request) -> JSONResponse:
 async def block_agents(request: Request) -> JSONResponse:
     """The agents a block is on (the agent that owns it, those it is attached to): only your
     agents (limit, after, before, order, as the agent list)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     block = await _block(request, request.path_params["block_id"])
     q = request.query_params

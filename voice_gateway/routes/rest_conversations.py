@@ -15,6 +15,7 @@ from memory.identities import BadCallerKey
 from memory.ids import default_conversation_id
 from voice_gateway.callers import open_conversation
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_callers import (
     AgentNamed,
     ConversationCreate,
@@ -34,13 +35,13 @@ def _cid(request: Request) -> str:
 
 
 async def _json(request: Request, conv: Any) -> dict[str, Any]:
-    ids = await request.app.state.gw.memory.conversations.in_context_ids(conv.id)
+    ids = await gateway_of(request).memory.conversations.in_context_ids(conv.id)
     return conversation_json(conv, ids)
 
 
 async def create_conversation(request: Request) -> JSONResponse:
     """Create a conversation on an agent (`agent_id` query); `caller` names its caller."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent_id = request.query_params.get("agent_id")
     if not agent_id:
         raise ApiError(422, "query parameter 'agent_id' is required")
@@ -60,7 +61,7 @@ async def create_conversation(request: Request) -> JSONResponse:
 async def list_conversations(request: Request) -> JSONResponse:
     """Conversations of an agent, or of all your agents (limit, after, order, archive_status,
     summary_search)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     q = request.query_params
     status = q.get("archive_status", "unarchived")
     if status not in _ARCHIVE:
@@ -95,7 +96,7 @@ async def get_conversation(request: Request) -> JSONResponse:
 
 async def update_conversation(request: Request) -> JSONResponse:
     """Update a conversation's summary, model or archived flag."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     _, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
@@ -109,7 +110,7 @@ async def update_conversation(request: Request) -> JSONResponse:
 
 async def delete_conversation(request: Request) -> JSONResponse:
     """Delete a conversation and its messages (its running turns are cancelled first)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
@@ -127,7 +128,7 @@ async def delete_conversation(request: Request) -> JSONResponse:
 
 async def cancel_conversation(request: Request) -> JSONResponse:
     """Cancel the conversation's running turns (each keeps what it had produced)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     _, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
@@ -138,7 +139,7 @@ async def cancel_conversation(request: Request) -> JSONResponse:
 async def send_conversation_message(request: Request) -> Response:
     """Send a message in a conversation: SSE by default, a LettaResponse with
     `streaming: false`."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     body = await parse_body(request, ConversationMessages)
     agent, conv = await access.conversation(request, _cid(request), body.agent_id)
     return await respond(gw, agent.id, await turn_input(gw, agent, body, conv.id), body)
@@ -154,7 +155,7 @@ async def list_conversation_messages(request: Request) -> JSONResponse:
 async def resume_stream(request: Request) -> Response:
     """Stream the conversation's running turn (or its last one) again as SSE, from
     `starting_after` events on."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     body = await parse_body(request, AgentNamed)
     _, conv = await access.conversation(request, _cid(request), body.agent_id)
     run = gw.runs.latest(conv.id)
@@ -168,7 +169,7 @@ async def resume_stream(request: Request) -> Response:
 
 async def compact_conversation(request: Request) -> JSONResponse:
     """Summarize the conversation's context window into one message."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     body = await parse_body(request, AgentNamed)
     agent, conv = await access.conversation(request, _cid(request), body.agent_id)
     return JSONResponse(await access.compact(gw, agent, conv))
@@ -176,7 +177,7 @@ async def compact_conversation(request: Request) -> JSONResponse:
 
 async def fork_conversation(request: Request) -> JSONResponse:
     """A new conversation (same agent, same caller) with a copy of this one's context."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     q = request.query_params
     agent, conv = await access.conversation(request, _cid(request), q.get("agent_id"))
     new = await access.fork(gw, agent, conv, q.get("message_id"))
@@ -185,7 +186,7 @@ async def fork_conversation(request: Request) -> JSONResponse:
 
 async def recompile_conversation(request: Request) -> JSONResponse:
     """The system prompt of the conversation's next turn, rebuilt from the current blocks."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     empty = not (await request.body()).strip()  # Letta's clients may send no body
     body = AgentNamed() if empty else await parse_body(request, AgentNamed)
     agent, conv = await access.conversation(request, _cid(request), body.agent_id)

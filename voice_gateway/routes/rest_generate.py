@@ -18,7 +18,7 @@ from voice_gateway.protocol.letta import MessagesRequest, _Body
 from voice_gateway.routes.http import parse_body
 
 if TYPE_CHECKING:
-    from voice_gateway.gateway import Gateway
+    from voice_gateway.gateway import Gateway, gateway_of
 
 
 class GenerateRequest(_Body):
@@ -39,7 +39,7 @@ class GenerateRequest(_Body):
 async def generate_route(request: Request) -> JSONResponse:
     """One completion by the agent's model (or `override_model`): no memory, no tools, and
     nothing stored."""
-    gw: Gateway = request.app.state.gw
+    gw: Gateway = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, GenerateRequest)
     handle = body.override_model or agent.model
@@ -63,7 +63,7 @@ async def generate_route(request: Request) -> JSONResponse:
 
 async def preview_route(request: Request) -> JSONResponse:
     """The chat-completions request a turn of this message would send as its first step."""
-    gw: Gateway = request.app.state.gw
+    gw: Gateway = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, MessagesRequest)
     text = body.user_text()

@@ -13,26 +13,27 @@ from memory.identities import BadCallerKey, check_caller_key
 from memory.models import IdentityData
 from voice_gateway.erasure import erase_caller
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_callers import IdentityCreate, IdentityUpdate, identity_json
 from voice_gateway.routes.http import parse_body, query_int
 
 
 async def _identity(request: Request, identity_id: str) -> IdentityData:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     found: IdentityData = await gw.memory.identities.get(identity_id, p.user_id, scoped=p.scoped)
     return found
 
 
 async def _out(request: Request, identity: IdentityData) -> dict[str, Any]:
-    store = request.app.state.gw.memory.identities
+    store = gateway_of(request).memory.identities
     return identity_json(
         identity, await store.agent_ids(identity.id), await store.block_ids(identity.id)
     )
 
 
 async def _attach_all(request: Request, identity: IdentityData, agent_ids: list[str]) -> None:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     for agent_id in agent_ids:
         agent = await gw.auth.agent(request, agent_id)
         await gw.memory.identities.attach(identity.id, agent.id)
@@ -48,7 +49,7 @@ def _key(raw: str) -> str:
 
 async def list_identities(request: Request) -> JSONResponse:
     """Callers (agent_id, identifier_key, name, limit, after)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     q = request.query_params
     agent_id = q.get("agent_id")
@@ -67,7 +68,7 @@ async def list_identities(request: Request) -> JSONResponse:
 
 
 async def _create(request: Request, upsert: bool) -> JSONResponse:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     body = await parse_body(request, IdentityCreate)
     key = _key(body.identifier_key)
@@ -106,7 +107,7 @@ async def get_identity(request: Request) -> JSONResponse:
 
 async def update_identity(request: Request) -> JSONResponse:
     """Update a caller's name, key, type, properties or agents."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     identity = await _identity(request, request.path_params["identity_id"])
     body = await parse_body(request, IdentityUpdate)
     fields = body.model_dump(exclude_unset=True, exclude={"agent_ids"})
@@ -124,13 +125,13 @@ async def update_identity(request: Request) -> JSONResponse:
 async def delete_identity(request: Request) -> JSONResponse:
     """Erase a caller: conversations, messages, own blocks, passages, queued turns."""
     identity = await _identity(request, request.path_params["identity_id"])
-    erased = await erase_caller(request.app.state.gw, identity.id)
+    erased = await erase_caller(gateway_of(request), identity.id)
     return JSONResponse({"detail": f"identity {identity.id} erased", "erased": erased})
 
 
 async def attach_identity(request: Request) -> JSONResponse:
     """Record a caller on an agent (their own blocks are made from its templates)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     identity = await _identity(request, request.path_params["identity_id"])
     await _attach_all(request, identity, [agent.id])
@@ -139,7 +140,7 @@ async def attach_identity(request: Request) -> JSONResponse:
 
 async def detach_identity(request: Request) -> JSONResponse:
     """Remove a caller from an agent's callers (their memory stays until erased)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     identity = await _identity(request, request.path_params["identity_id"])
     if not await gw.memory.identities.detach(identity.id, agent.id):

@@ -1,11 +1,13 @@
 """MCP servers (Letta's `/v1/mcp-servers/`): register, list, change, refresh, delete; list,
-retrieve and run their tools. A server is stored only once it answered with its tools (a URL
-that refuses, times out or speaks something else is a 502 / 504 and nothing is stored). Secrets
-are stored encrypted and never returned in full. stdio servers run inside the custom tools'
+retrieve and run their tools. A server's tools are listed when it is stored; one that does not
+answer yet is stored without them, as Letta does (refresh lists them later; a refresh that
+fails is a 502 / 504 and changes nothing). Secrets are stored encrypted and never returned in
+full. stdio servers run inside the custom tools'
 isolation and are refused (403) where it is unavailable."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -20,10 +22,12 @@ from agents.tools.mcp_tools import McpTools
 from memory.mcp_servers import McpServerData, McpToolIn, SecretsUnavailable
 from memory.models import NotFound
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.protocol.letta import _Body, custom_tool_json
 from voice_gateway.routes.http import parse_body
-from voice_gateway.tool_isolation import refuse_if_unisolated
+from voice_gateway.tool_isolation import refuse_if_unisolated, refuse_stdio_outside
+
+log = logging.getLogger(__name__)
 
 
 class McpConfig(_Body):
@@ -81,7 +85,7 @@ def server_json(s: McpServerData) -> dict[str, Any]:
 
 
 def _mcp(request: Request) -> McpTools:
-    mcp = request.app.state.gw.loop.mcp
+    mcp = gateway_of(request).loop.mcp
     if mcp is None:
         raise ApiError(503, "MCP servers are not available on this gateway")
     assert isinstance(mcp, McpTools)
@@ -95,6 +99,7 @@ def _fields(gw: Gateway, name: str, c: McpConfig) -> tuple[dict[str, Any], dict[
         if shutil.which(c.command) is None:  # say so, rather than a 502 from a failed spawn
             raise ApiError(422, f"config.command: no such program: {c.command[:200]!r}")
         refuse_if_unisolated(gw)  # the command runs inside the tool isolation, or not at all
+        refuse_stdio_outside(c.command, list(c.args or []), gw.settings.mcp_stdio_paths)
         fields = {"server_url": None, "command": c.command, "args": list(c.args or [])}
         secrets: dict[str, Any] = {"env": c.env}
     else:
@@ -116,10 +121,17 @@ def _fields(gw: Gateway, name: str, c: McpConfig) -> tuple[dict[str, Any], dict[
 
 
 async def _store(
-    request: Request, fields: dict[str, Any], secrets: dict[str, Any], server_id: str | None
+    request: Request,
+    fields: dict[str, Any],
+    secrets: dict[str, Any],
+    server_id: str | None,
+    *,
+    strict: bool = False,
 ) -> McpServerData:
-    """Probe the server (its tools), then store it with them; nothing is stored on failure."""
-    gw, mcp = request.app.state.gw, _mcp(request)
+    """Probe the server (its tools), then store it with them. A server that does not answer
+    is stored all the same, without tools (a new one) or with those it had (a change), as
+    Letta does; `strict` (refresh): a 502 / 504 and nothing changes."""
+    gw, mcp = gateway_of(request), _mcp(request)
     p = await gw.auth.principal(request)
     trial = McpServerData(
         server_id or "probe",
@@ -135,14 +147,17 @@ async def _store(
     )
     try:
         mcp.store.seal(secrets)  # no key for secrets: refused before the server is contacted
-        tools = await mcp.probe(trial)
-        saved = await mcp.store.save(p.user_id, fields, secrets, _tool_rows(tools), server_id)
-    except McpTimeout as exc:
-        raise ApiError(504, str(exc)) from exc
-    except McpError as exc:
-        raise ApiError(502, str(exc)) from exc
     except SecretsUnavailable as exc:
         raise ApiError(503, str(exc)) from exc
+    tools: list[McpToolDef] | None = None
+    try:
+        tools = await mcp.probe(trial)
+    except (McpTimeout, McpError) as exc:
+        if strict:
+            raise ApiError(504 if isinstance(exc, McpTimeout) else 502, str(exc)) from exc
+        log.warning("MCP server %r stored without listing its tools: %s", trial.server_name, exc)
+    rows = None if tools is None else _tool_rows(tools)
+    saved = await mcp.store.save(p.user_id, fields, secrets, rows, server_id)
     await mcp.pool.drop(saved.id)  # the next call opens a session with the new settings
     return saved
 
@@ -152,7 +167,7 @@ def _tool_rows(tools: list[McpToolDef]) -> list[McpToolIn]:
 
 
 async def _server(request: Request) -> McpServerData:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     try:
         return await _mcp(request).store.get(
@@ -165,13 +180,13 @@ async def _server(request: Request) -> McpServerData:
 async def create_server(request: Request) -> JSONResponse:
     """Register an MCP server (streamable HTTP, SSE or stdio); its tools are listed now."""
     body = await parse_body(request, McpServerIn)
-    fields, secrets = _fields(request.app.state.gw, body.server_name, body.config)
+    fields, secrets = _fields(gateway_of(request), body.server_name, body.config)
     return JSONResponse(server_json(await _store(request, fields, secrets, None)), 201)
 
 
 async def list_servers(request: Request) -> JSONResponse:
     """Your MCP servers."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     servers = await _mcp(request).store.page(p.user_id, scoped=p.scoped)
     return JSONResponse([server_json(s) for s in servers])
@@ -198,7 +213,7 @@ async def update_server(request: Request) -> JSONResponse:
         }
         secrets = old.secrets
     else:
-        fields, secrets = _fields(request.app.state.gw, name, body.config)
+        fields, secrets = _fields(gateway_of(request), name, body.config)
     return JSONResponse(server_json(await _store(request, fields, secrets, old.id)))
 
 
@@ -214,7 +229,7 @@ async def refresh_server(request: Request) -> JSONResponse:
         "args": old.args,
         "voice_safe_tools": old.voice_safe_tools,
     }
-    saved = await _store(request, fields, old.secrets, old.id)
+    saved = await _store(request, fields, old.secrets, old.id, strict=True)
     tools = await _mcp(request).store.tools(saved.id)
     now = {t.name for t in tools}
     return JSONResponse(

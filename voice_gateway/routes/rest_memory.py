@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import (
     BlockUpdate,
     PassageIn,
@@ -29,14 +30,14 @@ from voice_gateway.routes.http import (
 
 async def list_blocks(request: Request) -> JSONResponse:
     """The agent's core memory blocks."""
-    agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
+    agent = await gateway_of(request).auth.agent(request, request.path_params["agent_id"])
     blocks = [block_json(b) for b in agent.blocks if b.scope != "file"]  # open files apart
     return JSONResponse(paginate(request, blocks))
 
 
 async def get_block(request: Request) -> JSONResponse:
     """One core memory block by label."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     return JSONResponse(
         block_json(await gw.memory.blocks.get(agent.id, request.path_params["label"]))
@@ -44,9 +45,10 @@ async def get_block(request: Request) -> JSONResponse:
 
 
 async def update_block(request: Request) -> JSONResponse:
-    """Edit a block (value, limit, description, read_only). Send `If-Match: <version>` (or a
-    `version` field) to fail with 409 instead of overwriting a newer version."""
-    gw = request.app.state.gw
+    """Edit a block (value, limit, description, read_only; `label` renames it). Send
+    `If-Match: <version>` (or a `version` field) to fail with 409 instead of overwriting a
+    newer version."""
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, BlockUpdate)
     expected = body.version
@@ -61,20 +63,27 @@ async def update_block(request: Request) -> JSONResponse:
         if k in ("limit", "description", "read_only") and (v is not None or k == "description")
     }
     value = body.value
-    block = await gw.memory.blocks.modify(
-        agent.id,
-        request.path_params["label"],
-        (lambda _old: value) if value is not None else None,
-        actor="user",
-        expected_version=expected,
-        fields=fields,
-    )
+    label = request.path_params["label"]
+    block = await gw.memory.blocks.get(agent.id, label)
+    if value is not None or fields or expected is not None or not body.label:
+        block = await gw.memory.blocks.modify(
+            agent.id,
+            label,
+            (lambda _old: value) if value is not None else None,
+            actor="user",
+            expected_version=expected,
+            fields=fields,
+        )
+    if body.label and body.label != label:  # Letta's rename (`label` in the body)
+        block = await gw.memory.blocks.rename(agent.id, label, body.label)
+        for seen_by in {agent.id, *await gw.memory.blocks.agents_of(block)}:
+            gw.loop.prompts.forget(seen_by)  # a new label, the same version
     return JSONResponse(block_json(block))
 
 
 async def block_history(request: Request) -> JSONResponse:
     """Who changed a block, when, and from what to what (newest first)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     changes = await gw.memory.blocks.history(
         agent.id, request.path_params["label"], query_int(request, "limit", 100)
@@ -84,7 +93,7 @@ async def block_history(request: Request) -> JSONResponse:
 
 async def list_passages(request: Request) -> JSONResponse:
     """Archival passages (limit, after, ascending, search)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     rows = await gw.memory.archival.page(
         agent.id,
@@ -98,7 +107,7 @@ async def list_passages(request: Request) -> JSONResponse:
 
 async def create_passage(request: Request) -> JSONResponse:
     """Insert a passage into archival memory (embedded for semantic search)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, PassageIn)
     rows = await gw.memory.archival.insert(
@@ -125,7 +134,7 @@ def _when(request: Request, name: str) -> datetime | None:
 
 async def search_passages(request: Request) -> JSONResponse:
     """Semantic search: query, top_k, tags, tag_match_mode, start_datetime, end_datetime."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     query = request.query_params.get("query", "").strip()
     if not query:
@@ -144,7 +153,7 @@ async def search_passages(request: Request) -> JSONResponse:
 
 async def delete_passage(request: Request) -> JSONResponse:
     """Delete one archival passage."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     await gw.memory.archival.delete(agent.id, request.path_params["passage_id"])
     return JSONResponse({"detail": "deleted"})

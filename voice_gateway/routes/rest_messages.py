@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -26,7 +26,7 @@ from agents.events import (
 )
 from agents.loop import TurnInput
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.protocol.letta import MessagesRequest, MessageType, iso
 from voice_gateway.protocol.letta_messages import letta_messages, tool_return_json
 from voice_gateway.routes.http import parse_body, query_bool, query_int
@@ -52,7 +52,7 @@ def usage_json(done: RunDone) -> dict[str, Any]:
 
 
 async def _turn(request: Request) -> tuple[Any, str, TurnInput, MessagesRequest]:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, MessagesRequest)
     if body.conversation_id is not None:  # one of this agent's conversations, or 404
@@ -316,7 +316,7 @@ def messages_json(
 
 async def list_messages(request: Request) -> JSONResponse:
     """List stored messages (limit, after, before, order asc|desc, conversation_id)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     conv_id = request.query_params.get("conversation_id")
     return await message_page(request, agent.id, conv_id, chronological=True)
@@ -330,14 +330,15 @@ async def message_page(
     where `after` is always newer and `before` older than its cursor, `order` picks the end a
     page is taken from (desc: the newest) and a page always reads oldest first."""
     q = request.query_params
-    order = q.get("order", "desc")
-    if order not in ("asc", "desc"):
+    asked = q.get("order", "desc")
+    if asked not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
+    order: Literal["asc", "desc"] = "asc" if asked == "asc" else "desc"
     kinds = query_message_types(request)
     after, before = q.get("after"), q.get("before")
     if chronological and order == "desc":  # the store's cursors follow its sort order
         after, before = before, after
-    rows = await request.app.state.gw.memory.messages.page(
+    rows = await gateway_of(request).memory.messages.page(
         agent_id,
         limit=query_int(request, "limit", 100),
         after=after,

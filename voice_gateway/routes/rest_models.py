@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Route
 from agents.llm.providers import PROVIDERS
 from memory.embeddings import LOCAL_HANDLE
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import LOCAL_EMBED_DIM
 
 OPENAI_EMBEDDINGS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
@@ -56,7 +57,7 @@ def embedding_json(provider: str, name: str, dim: int) -> dict[str, Any]:
 
 async def list_models(request: Request) -> JSONResponse:
     """The LLM handles usable now (provider_name, provider_type, provider_category filters)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     await gw.auth.principal(request)
     q = request.query_params
     categories = {c for raw in q.getlist("provider_category") for c in raw.split(",") if c}
@@ -81,7 +82,7 @@ async def list_models(request: Request) -> JSONResponse:
 
 async def list_embedding_models(request: Request) -> JSONResponse:
     """The embedding handles usable now: the local MiniLM always, OpenAI's with its key."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     await gw.auth.principal(request)
     provider, _, name = LOCAL_HANDLE.partition("/")
     out = [embedding_json(provider, name, LOCAL_EMBED_DIM)]

@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from memory.models import AgentData, NotFound
 from memory.open_files import AgentFile, OpenFiles, max_open
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import iso
 from voice_gateway.routes.http import query_bool, query_choice, query_int
 
@@ -34,7 +35,7 @@ def _json(f: AgentFile) -> dict[str, Any]:
 
 
 async def _agent_files(request: Request) -> tuple[AgentData, OpenFiles, list[AgentFile]]:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     store = OpenFiles(gw.memory.db)
     return agent, store, await store.listing(agent.id)
@@ -97,7 +98,7 @@ async def open_agent_file(request: Request) -> JSONResponse:
     """Open a file (its first lines, as `open_files` without a range) → the names of the
     files closed to stay within `max_files_open`. A file still processing (or failed) has no
     text yet: 409."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent, store, files = await _agent_files(request)
     f = _one(files, request.path_params["file_id"])
     record = await gw.memory.files.get(f.file_id)
@@ -113,7 +114,7 @@ async def open_agent_file(request: Request) -> JSONResponse:
 
 async def close_agent_file(request: Request) -> JSONResponse:
     """Close one file of the agent (closed already: no change)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent, store, files = await _agent_files(request)
     f = _one(files, request.path_params["file_id"])
     await store.close(agent.id, [f.file_id])
@@ -123,7 +124,7 @@ async def close_agent_file(request: Request) -> JSONResponse:
 
 async def close_all_agent_files(request: Request) -> JSONResponse:
     """Close every open file of the agent → the names of those closed."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     closed = await OpenFiles(gw.memory.db).close(agent.id)
     gw.loop.prompts.forget(agent.id)

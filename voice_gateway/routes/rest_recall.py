@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from memory.models import NotFound
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import _Body, iso
 from voice_gateway.protocol.letta_messages import letta_messages
 from voice_gateway.routes import conversation_access as access
@@ -38,7 +39,7 @@ class ResetRequest(_Body):
 async def list_all_messages(request: Request) -> JSONResponse:
     """Messages of all your agents, newest first (conversation_id, limit, after, before,
     order, include_return_message_types)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     q = request.query_params
     kinds = query_message_types(request)
     agent_ids = await access.visible_agent_ids(request)
@@ -53,14 +54,14 @@ async def list_all_messages(request: Request) -> JSONResponse:
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
         before=q.get("before"),
-        order=query_choice(request, "order", ("asc", "desc"), "desc"),
+        order="asc" if query_choice(request, "order", ("asc", "desc"), "desc") == "asc" else "desc",
     )
     return JSONResponse(messages_json(rows, kinds))
 
 
 async def get_message(request: Request) -> JSONResponse:
     """Retrieve a message (as the Letta messages it reads as)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     message_id = str(request.path_params["message_id"])
     message = await gw.memory.messages.get(message_id)
     try:
@@ -89,7 +90,7 @@ def _hit(m: Any) -> list[dict[str, Any]]:
 
 async def search_messages(request: Request) -> JSONResponse:
     """Full-text search over your agents' messages (agent_id, conversation_id, dates)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     body = await parse_body(request, SearchRequest)
     agent_ids = await access.visible_agent_ids(request)
     agent_id = None
@@ -116,7 +117,7 @@ async def search_messages(request: Request) -> JSONResponse:
 async def reset_messages(request: Request) -> JSONResponse:
     """Empty the agent's (default conversation's) context window; the messages stay in
     recall. (`add_default_initial_messages`: this server's agents start with none.)"""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     await parse_body(request, ResetRequest)
     conv_id = await gw.memory.conversations.ensure_default(agent.id, agent.user_id)
@@ -128,7 +129,7 @@ async def reset_messages(request: Request) -> JSONResponse:
 
 async def summarize(request: Request) -> JSONResponse:
     """Fold the agent's (default conversation's) context window into a summary."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     _, conv = await access.conversation(request, "default", agent.id)
     return JSONResponse(await access.compact(gw, agent, conv))
@@ -136,7 +137,7 @@ async def summarize(request: Request) -> JSONResponse:
 
 async def recompile(request: Request) -> JSONResponse:
     """The agent's system prompt rebuilt from its blocks as they are now (`dry_run`)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     _, conv = await access.conversation(request, "default", agent.id)
     text = await access.recompile(gw, agent, conv, query_bool(request, "dry_run", False))
@@ -145,7 +146,7 @@ async def recompile(request: Request) -> JSONResponse:
 
 async def list_tags(request: Request) -> JSONResponse:
     """Tags of your agents (name or query_text filter, after, before, limit, order)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     q = request.query_params
     tags = await gw.memory.agents.tags(user_id=p.user_id, scoped=p.scoped)

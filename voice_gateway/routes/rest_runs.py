@@ -21,7 +21,7 @@ from memory.models import NotFound
 from memory.orm import Run, Step
 from memory.runs import ACTIVE, RunData, StepData
 from voice_gateway.errors import ApiError
-from voice_gateway.gateway import Gateway
+from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.protocol.letta_runs import (
     CALLBACK_KEY,
     AsyncMessagesRequest,
@@ -58,14 +58,14 @@ async def _agent_scope(request: Request) -> tuple[str | None, list[str] | None]:
     (None, the agents you may see; None: all)."""
     agent_id = request.query_params.get("agent_id")
     if agent_id:
-        return (await request.app.state.gw.auth.agent(request, agent_id)).id, None
+        return (await gateway_of(request).auth.agent(request, agent_id)).id, None
     return None, await access.visible_agent_ids(request)
 
 
 async def run_of(request: Request, run_id: str) -> RunData:
     """The run if you may see its agent; one still starting (not stored yet) from the
     registry of this process."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     try:
         run = await gw.memory.runs.get(run_id)
     except NotFound:
@@ -87,7 +87,7 @@ async def run_of(request: Request, run_id: str) -> RunData:
 
 
 async def step_of(request: Request, step_id: str) -> StepData:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     step = await gw.memory.runs.get_step(step_id)
     try:
         await gw.auth.agent(request, step.agent_id)
@@ -109,7 +109,7 @@ async def list_runs(request: Request) -> JSONResponse:
     if agent_id is not None:
         query = query.where(Run.agent_id == agent_id)
     elif ids:
-        gw = request.app.state.gw
+        gw = gateway_of(request)
         mine = [(await gw.auth.agent(request, i)).id for i in ids]  # 404 if not yours
         query = query.where(Run.agent_id.in_(mine))
     elif visible is not None:
@@ -124,7 +124,7 @@ async def list_runs(request: Request) -> JSONResponse:
         query = query.where(Run.status.in_(ACTIVE))
     if "background" in q:
         query = query.where(Run.background.is_(query_bool(request, "background", False)))
-    runs = await request.app.state.gw.memory.runs.page(
+    runs = await gateway_of(request).memory.runs.page(
         query,
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
@@ -155,7 +155,7 @@ async def run_messages(request: Request) -> JSONResponse:
     assistant = query_bool(
         request, "use_assistant_message", config.get("use_assistant_message", True)
     )
-    rows = await request.app.state.gw.memory.messages.page(
+    rows = await gateway_of(request).memory.messages.page(
         run.agent_id,
         turn_id=run.id,
         limit=query_int(request, "limit", 100),
@@ -170,7 +170,7 @@ async def run_steps(request: Request) -> JSONResponse:
     """A run's steps (limit, after, before, order)."""
     run = await run_of(request, _rid(request))
     q = request.query_params
-    steps = await request.app.state.gw.memory.runs.steps(
+    steps = await gateway_of(request).memory.runs.steps(
         select(Step).where(Step.run_id == run.id),
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
@@ -183,7 +183,7 @@ async def run_steps(request: Request) -> JSONResponse:
 async def stream_run(request: Request) -> Response:
     """Attach to a run's stream from `starting_after` (a seq_id) on: live while it runs in
     this gateway, else its stored messages and outcome."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     run = await run_of(request, _rid(request))
     body = await parse_body(request, RunStream)
     active = gw.runs.find(run.id)
@@ -234,7 +234,7 @@ async def orphaned(gw: Gateway, run_id: str) -> list[str]:
 async def send_async(request: Request) -> JSONResponse:
     """Start a background run: it goes on if the client goes away; poll it with
     `GET /v1/runs/{run_id}` or attach with `POST /v1/runs/{run_id}/stream`."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, AsyncMessagesRequest)
     active = await start_async(gw, agent, body)
@@ -265,7 +265,7 @@ async def start_async(gw: Gateway, agent: Any, body: AsyncMessagesRequest) -> Ac
 
 async def cancel_runs(request: Request) -> JSONResponse:
     """Cancel the agent's running turns (`run_ids`: only those); each keeps what it had."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, CancelRequest)
     cancelled = await gw.runs.cancel_agent(agent.id, body.run_ids)
@@ -302,7 +302,7 @@ async def list_steps(request: Request) -> JSONResponse:
         query = query.where(Step.created_at >= start)
     if (end := _date(request, "end_date")) is not None:
         query = query.where(Step.created_at <= end)
-    steps = await request.app.state.gw.memory.runs.steps(
+    steps = await gateway_of(request).memory.runs.steps(
         query,
         limit=query_int(request, "limit", 100),
         after=q.get("after"),
@@ -325,7 +325,7 @@ async def get_step(request: Request) -> JSONResponse:
 async def step_metrics(request: Request) -> JSONResponse:
     """A step's timings (ns), with its voice turn's latencies (ms) as `voice_metrics`."""
     step = await step_of(request, _sid(request))
-    run = await request.app.state.gw.memory.runs.get(step.run_id)
+    run = await gateway_of(request).memory.runs.get(step.run_id)
     return JSONResponse(metrics_json(step, run))
 
 
@@ -333,7 +333,7 @@ async def step_messages(request: Request) -> JSONResponse:
     """The messages a step stored."""
     step = await step_of(request, _sid(request))
     q = request.query_params
-    rows = await request.app.state.gw.memory.messages.page(
+    rows = await gateway_of(request).memory.messages.page(
         step.agent_id,
         step_id=step.id,
         limit=query_int(request, "limit", 100),
@@ -346,7 +346,7 @@ async def step_messages(request: Request) -> JSONResponse:
 
 async def step_feedback(request: Request) -> JSONResponse:
     """Rate a step (positive or negative) and tag it."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     step = await step_of(request, _sid(request))
     body = await parse_body(request, FeedbackRequest)
     await gw.memory.runs.feedback(step.id, body.feedback, body.tags)

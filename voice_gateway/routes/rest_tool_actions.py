@@ -19,6 +19,7 @@ from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
 from memory.embeddings import LOCAL_HANDLE, get_embedder
 from memory.models import NotFound
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import _Body, custom_tool_json, tool_json
 from voice_gateway.routes.http import parse_body
 
@@ -41,7 +42,7 @@ class ToolSearch(_Body):
 async def run_tool(request: Request) -> JSONResponse:
     """Run one of the agent's tools with `args` (Letta's ToolExecutionResult: status,
     func_return, stdout, stderr). A failing tool is a 200 with status "error"."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     name = request.path_params["tool_name"]
     body = await parse_body(request, ToolRun)
@@ -84,7 +85,7 @@ def _ranks(scores: list[float]) -> list[int | None]:
 async def search_tools(request: Request) -> JSONResponse:
     """Tools ranked by `query` (search_mode fts, vector or hybrid), filtered by tags and
     tool_types; each result has the tool, combined_score and its ranks."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     body = await parse_body(request, ToolSearch)
     tools = [tool_json(t) for t in REGISTRY.all()]

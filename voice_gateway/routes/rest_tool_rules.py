@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute, Route
 from agents.tools import REGISTRY
 from agents.tools.rules import dump_rules, parse_rules, unknown_tools
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import load_json
 
@@ -21,25 +22,29 @@ from voice_gateway.routes.http import load_json
 async def checked_rules(
     request: Request, rules: list[dict[str, Any]], user_id: str | None
 ) -> list[dict[str, Any]]:
-    """The rules as stored (normalized), or a 422 naming what is wrong: a malformed rule or
-    a tool no one knows."""
+    """The rules as stored (normalized, each once), or a 422 naming what is wrong: a malformed
+    rule or a tool no one knows."""
     try:
         parsed = parse_rules(rules)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ApiError(422, f"tool_rules.{where}: {first['msg']}") from exc
-    known = set(REGISTRY.names()) | await request.app.state.gw.memory.tools.names(user_id)
+    known = set(REGISTRY.names()) | await gateway_of(request).memory.tools.names(user_id)
     unknown = unknown_tools(parsed, known)
     if unknown:
         raise ApiError(422, f"tool_rules name unknown tools: {', '.join(unknown)}")
-    return dump_rules(parsed)
+    unique: list[dict[str, Any]] = []
+    for rule in dump_rules(parsed):  # the same rule twice is one rule, as Letta keeps it
+        if rule not in unique:
+            unique.append(rule)
+    return unique
 
 
 async def update_approval(request: Request) -> JSONResponse:
     """Set whether calls of an agent's tool wait for a person's approval (`requires_approval`
     in the body, or the query as older clients send it)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     name = request.path_params["tool_name"]
     raw = await request.body()

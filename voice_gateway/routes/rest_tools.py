@@ -12,40 +12,28 @@ from starlette.routing import BaseRoute, Route
 
 from agents.tools import REGISTRY
 from agents.tools.custom import SourceError, parse_source
-from memory.models import AgentData, NotFound
+from memory.models import NotFound
 from memory.tools import ToolData
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import (
     ToolIn,
     ToolUpdate,
-    agent_json,
     builtin_tool_id,
     custom_tool_json,
     tool_json,
 )
+from voice_gateway.routes.agent_state import agent_out, agent_tools_json
 from voice_gateway.routes.http import paginate, parse_body, query_choice
 from voice_gateway.tool_isolation import refuse_if_unisolated
 
 _BUILTIN_IDS = {builtin_tool_id(t.name): t.name for t in REGISTRY.all()}
 
 
-async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str, Any]]:
-    """The agent's tools as Letta Tools, in the agent's order."""
-    unknown = [n for n in agent.tool_names if REGISTRY.get(n) is None]
-    rows = await request.app.state.gw.memory.tools.by_names(agent.user_id, unknown)
-    custom = {t.name: custom_tool_json(t) for t in rows}
-    out = []
-    for name in agent.tool_names:
-        builtin = REGISTRY.get(name)
-        if builtin is not None or name in custom:
-            out.append(tool_json(builtin) if builtin is not None else custom[name])
-    return out
-
-
 async def tool_names_of(request: Request, ids: list[str], user_id: str | None) -> list[str]:
     """The names of the tools with these ids (built-in or custom) that an agent of `user_id`
     may use (Letta's `tool_ids`); an unknown id is a 404 naming it."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     names = []
     for tool_id in ids:
         name = _BUILTIN_IDS.get(tool_id)
@@ -72,6 +60,10 @@ def _parse(source: str, body: ToolUpdate, description: str | None = None) -> dic
             description=body.description or description,
         )
     except SourceError as exc:
+        named = (body.json_schema or {}).get("name")
+        if body.source_code is not None and isinstance(named, str) and f"'{named}'" in str(exc):
+            # Letta's answer to a json_schema naming another function than the source's
+            raise ApiError(400, f"json_schema.name '{named}' does not match: {exc}") from exc
         raise ApiError(422, str(exc)) from exc
     schema = parsed.json_schema
     return {"name": parsed.name, "json_schema": schema, "description": schema["description"]}
@@ -80,7 +72,7 @@ def _parse(source: str, body: ToolUpdate, description: str | None = None) -> dic
 async def list_tools(request: Request) -> JSONResponse:
     """Built-in tools (with their voice_safe flag) and your custom tools (name, names, search,
     tool_types, exclude_tool_types, limit, after, before)."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     out = [tool_json(t) for t in REGISTRY.all()]
     out += [custom_tool_json(t) for t in await gw.memory.tools.page(p.user_id, limit=10_000)]
@@ -109,7 +101,7 @@ async def list_tools(request: Request) -> JSONResponse:
 
 
 async def _save(request: Request, create_only: bool) -> JSONResponse:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     body = await parse_body(request, ToolIn)
     _check_body(body)
@@ -125,7 +117,7 @@ async def _save(request: Request, create_only: bool) -> JSONResponse:
         create_only=create_only,
         source_code=body.source_code,
         source_type="python",
-        tags=list(body.tags or []),
+        **({"tags": list(body.tags or [])} if "tags" in body.model_fields_set else {}),
         **fields,
         **extra,
     )
@@ -144,7 +136,7 @@ async def upsert_tool(request: Request) -> JSONResponse:
 
 
 async def _custom(request: Request, *, write: bool) -> ToolData:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     p = await gw.auth.principal(request)
     tool_id = request.path_params["tool_id"]
     if tool_id in _BUILTIN_IDS and write:
@@ -160,7 +152,7 @@ async def get_tool(request: Request) -> JSONResponse:
     name = _BUILTIN_IDS.get(request.path_params["tool_id"])
     tool = REGISTRY.get(name) if name else None
     if tool is not None:
-        await request.app.state.gw.auth.principal(request)
+        await gateway_of(request).auth.principal(request)
         return JSONResponse(tool_json(tool))
     return JSONResponse(custom_tool_json(await _custom(request, write=False)))
 
@@ -168,7 +160,7 @@ async def get_tool(request: Request) -> JSONResponse:
 async def modify_tool(request: Request) -> JSONResponse:
     """Update a custom tool: source_code (schema re-read), json_schema, description, tags,
     voice_safe. A new function name renames the tool in the agents that use it."""
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     tool = await _custom(request, write=True)
     body = await parse_body(request, ToolUpdate)
     _check_body(body)
@@ -193,17 +185,17 @@ async def modify_tool(request: Request) -> JSONResponse:
 async def delete_tool(request: Request) -> JSONResponse:
     """Delete a custom tool (it is detached from the agents that use it)."""
     tool = await _custom(request, write=True)
-    return JSONResponse(custom_tool_json(await request.app.state.gw.memory.tools.delete(tool.id)))
+    return JSONResponse(custom_tool_json(await gateway_of(request).memory.tools.delete(tool.id)))
 
 
 async def list_agent_tools(request: Request) -> JSONResponse:
     """The agent's tools."""
-    agent = await request.app.state.gw.auth.agent(request, request.path_params["agent_id"])
+    agent = await gateway_of(request).auth.agent(request, request.path_params["agent_id"])
     return JSONResponse(paginate(request, await agent_tools_json(request, agent)))
 
 
 async def _set_attached(request: Request, attached: bool) -> JSONResponse:
-    gw = request.app.state.gw
+    gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     tool_id = request.path_params["tool_id"]
     name = _BUILTIN_IDS.get(tool_id)
@@ -213,9 +205,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
             raise NotFound("tool", tool_id)
         name = tool.name
     await gw.memory.tools.set_attached(agent.id, name, attached)
-    agent = await gw.memory.agents.get(agent.id)
-    tools = await agent_tools_json(request, agent)
-    return JSONResponse(agent_json(agent, tools, gw.settings.context_token_budget))
+    return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 
 async def attach_tool(request: Request) -> JSONResponse:
