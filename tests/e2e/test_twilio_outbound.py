@@ -279,3 +279,32 @@ def test_twilio_refuses_the_call(
     assert resp.status_code == 502 and "Twilio refused" in resp.json()["detail"]
     (record,) = pg.http.get("/v1/calls/", params={"agent_id": agent_id}).json()
     assert (record["status"], record["end_reason"]) == ("failed", "failed")
+
+
+def test_machine_detection_and_recording_reach_twilio(
+    pg: PhoneGateway, twilio_api: tuple[FakeTwilioApi, ServerThread]
+) -> None:
+    api = twilio_api[0]
+    agent_id = pg.agent(name="amd")
+    body = {"to": "+14155550123", "from": OURS, "machine_detection": "Enable", "record": True}
+    resp = pg.http.post(f"/v1/agents/{agent_id}/calls", json=body)
+    assert resp.status_code == 201, resp.text
+    record = resp.json()
+    assert record["options"] == {
+        "first_message": None,
+        "machine_detection": "Enable",
+        "record": True,
+    }
+    create = api.of("POST", f"/Accounts/{ACCOUNT}/Calls.json")[-1]
+    assert create.one("MachineDetection") == "Enable" and create.one("Record") == "true"
+    # Twilio's answer: a machine; then the call ends with no one to talk to
+    url = create.one("StatusCallback")
+    form = {**outbound_form(record["vendor_call_id"], "in-progress"), "AnsweredBy": "machine_start"}
+    form["To"] = body["to"]
+    assert post_signed(url, form).status_code == 204
+    form = {**form, "CallStatus": "completed"}
+    assert post_signed(url, form).status_code == 204
+    done = pg.http.get(f"/v1/calls/{record['id']}").json()
+    assert done["metadata"] == {"answered_by": "machine_start"}
+    assert (done["status"], done["end_reason"]) == ("completed", "completed")
+    assert [h["status"] for h in done["status_history"]] == ["queued", "in-progress", "completed"]
