@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from memory.db import Database
 from memory.ids import new_id, utcnow
@@ -196,3 +196,16 @@ class CallStore:
             if metadata:
                 row.extra = {**(row.extra or {}), **metadata}
             return _data(row)
+
+    async def forget_caller(self, caller: str, agent_ids: list[str]) -> int:
+        """Erasing a caller: their key (a phone number) leaves the records of these agents,
+        which keep only what the call was. The number of records changed."""
+        if not agent_ids:
+            return 0
+        async with self.db.write() as s:
+            result = await s.execute(
+                update(CallRecord)
+                .where(CallRecord.caller == caller, CallRecord.agent_id.in_(agent_ids))
+                .values(caller=None)
+            )
+        return int(getattr(result, "rowcount", 0) or 0)

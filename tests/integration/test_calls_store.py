@@ -110,5 +110,11 @@ async def test_records(db_url: str) -> None:
         assert [c.id for c in await store.page(status="in-progress")] == [inbound.id]
         with pytest.raises(NotFound):
             await store.update("call-nope", status="completed")
+        # erasing the caller takes their number off their records (of these agents only)
+        assert await store.forget_caller("+15551230000", ["agent-other"]) == 0
+        assert await store.forget_caller("+15551230000", [agent.id]) == 1
+        assert (await store.get(out.id)).caller is None and await store.page(
+            caller="+15551230000"
+        ) == []
     finally:
         await memory.close()
