@@ -28,6 +28,7 @@ from memory.usage import UsageStore
 from transcripts.locks import RedisLocks
 from voice_gateway.auth import Auth
 from voice_gateway.bus_runtime import start_bus
+from voice_gateway.call_records import CallRecords
 from voice_gateway.capacity import Capacity
 from voice_gateway.errors import EXCEPTION_HANDLERS
 from voice_gateway.file_jobs import FileJobs
@@ -119,6 +120,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         tools_refused=refused,
     )
     loop.mcp = mcp_tools(settings, memory)
+    gw.calls.recorder = CallRecords(memory)  # a record for every call
     if settings.voice:
         from voice_gateway.pipeline.services import VoiceServices
 
@@ -201,6 +203,7 @@ async def close_gateway(gw: Gateway, scheduler: Scheduler | None = None) -> None
 
 def routes(settings: Settings) -> list[BaseRoute]:
     from voice_gateway.routes import (
+        calls,
         chat_completions,
         ops,
         rest,
@@ -219,6 +222,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *rest_schedule.routes(),
         *rest_recall.routes(),
         *rest_callers.routes(),
+        *calls.routes(),
         *rest_archives.routes(),
         *rest_folders.routes(),
         *chat_completions.routes(),

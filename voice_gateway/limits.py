@@ -35,15 +35,18 @@ async def send_json(
     await send({"type": "http.response.body", "body": body})
 
 
+TWILIO_SIGNED = ("/v1/telephony/twilio/voice", "/v1/telephony/twilio/status")
+
+
 def needs_key(path: str) -> bool:
     """The API under /v1 needs a key (when VG_API_KEY is set) before any route code runs, so
     a route that forgot its own auth call is still closed. Public: probes (`/v1/health/`
     included, as in Letta; they never reach this check, see NOT_LIMITED), the API
-    description, the static web client, the Twilio webhook (X-Twilio-Signature) and WebRTC
-    signalling (routes/webrtc.py)."""
+    description, the static web client, the Twilio webhook and status callback
+    (X-Twilio-Signature) and WebRTC signalling (routes/webrtc.py)."""
     if WEBRTC_PATH.fullmatch(path):
         return False
-    return path.startswith("/v1/") and path != "/v1/telephony/twilio/voice"
+    return path.startswith("/v1/") and path not in TWILIO_SIGNED
 
 
 async def refuse_unauthenticated(send: Send, path: str, exc: ApiError) -> None:

@@ -136,8 +136,28 @@ class Settings(BaseSettings):
     sglang_api_base: str | None = _env(
         "SGLANG_API_BASE", "`sglang/<model>` handles, e.g. `http://localhost:30000`."
     )
-    twilio_auth_token: str | None = Field(
-        None, description="Twilio auth token: the signature check of Twilio's requests."
+    twilio_auth_token: str | None = _env(
+        "TWILIO_AUTH_TOKEN",
+        "Twilio auth token: the signature check of Twilio's requests, and (with "
+        "`TWILIO_ACCOUNT_SID`) the password of Twilio's REST API for outbound calls and "
+        "hang-ups. `VG_TWILIO_AUTH_TOKEN` is accepted too.",
+    )
+    twilio_account_sid: str | None = _env(
+        "TWILIO_ACCOUNT_SID",
+        "Twilio account SID (`AC...`): with the auth token, enables outbound calls "
+        "(`POST /v1/agents/{id}/calls`) and hang-ups over Twilio's REST API.",
+    )
+    twilio_api_url: str | None = Field(
+        None,
+        description="Base URL of Twilio's REST API, e.g. `https://api.dublin.ie1.twilio.com` "
+        "for a regional edge; tests point the `twilio` SDK at a loopback server. Unset: "
+        "`https://api.twilio.com`.",
+    )
+    dial_out_allowlist: str | None = Field(
+        None,
+        description="Comma-separated E.164 prefixes outbound calls may dial (e.g. "
+        "`+1555,+44`); a number outside them is refused with 403. Unset: any number (only "
+        "an authenticated operator places calls).",
     )
 
     # Voice pipeline

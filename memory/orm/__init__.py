@@ -2,6 +2,7 @@
 the package registers every table on `Base.metadata`. Ids and the clock are memory/ids.py."""
 
 from memory.orm.base import Base, UTCDateTime
+from memory.orm.calls import CallRecord
 from memory.orm.schedules import ScheduledMessage
 from memory.orm.sources import Archive, ArchiveAgent, FileRecord, Folder, FolderAgent
 from memory.orm.tables import (
@@ -34,6 +35,7 @@ __all__ = [
     "Block",
     "BlockAgent",
     "BlockHistory",
+    "CallRecord",
     "CallUsage",
     "Conversation",
     "FileRecord",

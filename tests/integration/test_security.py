@@ -34,7 +34,7 @@ OPENAI_KEY = "sk-test-openai-key-0123456789abcdef"
 MEDIA_PATH = "/v1/telephony/twilio/media"
 # Routes open without a key, each for a documented reason (docs/operations.md, "Security"):
 # probes (Letta's /v1/health/ included), the public API description, and the Twilio webhook
-# (it checks X-Twilio-Signature).
+# and status callback (they check X-Twilio-Signature).
 PUBLIC = {
     "/health",
     "/health/",
@@ -43,6 +43,7 @@ PUBLIC = {
     "/v1/health",
     "/v1/health/",
     "/v1/telephony/twilio/voice",
+    "/v1/telephony/twilio/status",
     # a live WebRTC call's URL is its own credential (144 random bits, handed only to the
     # offerer: docs/webrtc.md); the offer route itself authenticates (checked below)
     "/v1/agents/{agent_id}/webrtc/{call_id}",
@@ -138,6 +139,7 @@ def test_every_route_needs_a_key(keyed: Keyed) -> None:
         assert anon.get("/health/").status_code == 200
         assert anon.get("/v1/health/").status_code == 200
         assert anon.post("/v1/telephony/twilio/voice", data={"CallSid": "CA1"}).status_code == 403
+        assert anon.post("/v1/telephony/twilio/status", data={"CallSid": "CA1"}).status_code == 403
     assert len(checked) >= 25, checked
     sockets = [p for p, r in flatten(list(app.routes)) if isinstance(r, WebSocketRoute)]
     assert MEDIA_PATH in sockets and "/v1/agents/{agent_id}/voice" in sockets

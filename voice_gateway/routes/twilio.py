@@ -11,6 +11,8 @@ from starlette.websockets import WebSocket
 from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import Connect, VoiceResponse
 
+from memory.calls import CallStore
+from memory.ids import new_id
 from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
@@ -18,6 +20,7 @@ from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
+from voice_gateway.pipeline.reply import UserTurn
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
     CLOSE_INTERNAL,
@@ -33,6 +36,12 @@ from voice_gateway.routes.voice_ws import admit_call, quota_ender, refusal, run_
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
+STATUS_PATH = "/v1/telephony/twilio/status"
+# Twilio's CallStatus values
+STATUSES = (
+    *("queued", "initiated", "ringing", "in-progress"),
+    *("completed", "busy", "no-answer", "failed", "canceled"),
+)
 
 
 def _public_url(request: Request) -> str:
@@ -56,18 +65,25 @@ def _media_url(request: Request) -> str:
     return f"{scheme}://{request.headers.get('host', request.url.netloc)}{MEDIA_PATH}"
 
 
-async def voice_webhook(request: Request) -> Response:
+async def signed_form(request: Request) -> dict[str, str]:
+    """Twilio's form, its X-Twilio-Signature checked with the auth token (403 if bad)."""
     gw = gateway_of(request)
     form = {k: str(v) for k, v in (await request.form()).items()}
     token = gw.settings.twilio_auth_token
     if token:
         signature = request.headers.get("x-twilio-signature", "")
         if not RequestValidator(token).validate(_public_url(request), form, signature):
-            log.warning("twilio webhook with a bad X-Twilio-Signature refused")
+            log.warning("twilio request with a bad X-Twilio-Signature refused")
             raise ApiError(403, "invalid X-Twilio-Signature")
     elif gw.settings.api_key:
         # the webhook issues media-stream tokens: on a keyed gateway only signed requests may
         raise ApiError(403, "set VG_TWILIO_AUTH_TOKEN to accept Twilio calls on a keyed gateway")
+    return form
+
+
+async def voice_webhook(request: Request) -> Response:
+    gw = gateway_of(request)
+    form = await signed_form(request)
     agent_id = request.query_params.get("agent_id") or form.get("agent_id")
     if not agent_id:
         raise ApiError(400, "agent_id query parameter is required")
@@ -75,14 +91,23 @@ async def voice_webhook(request: Request) -> Response:
         return over_capacity(gw, busy)
     if not await gw.memory.agents.exists(agent_id):
         raise ApiError(404, f"agent not found: {agent_id}")
-    # the caller is the call's From number, bound into the stream's token (never logged whole)
+    # the caller is the call's From number, bound into the stream's token (never logged whole);
+    # on an outbound call (call_id: routes/calls.py), the person called, as the record names
     caller = normalize_phone(form.get("From", ""))
+    call_id = request.query_params.get("call_id")
+    if call_id:
+        record = await CallStore(gw.memory.db).get(call_id)
+        if record.agent_id != agent_id:
+            raise ApiError(404, f"call not found: {call_id[:80]}")
+        caller = record.caller
     session_token, _ = gw.auth.issue_token(agent_id, Principal(), caller)
     log.info("twilio call for agent %s from %s", agent_id[:80], masked(caller))
     connect = Connect()
     stream = connect.stream(url=_media_url(request))
     stream.parameter(name="agent_id", value=agent_id)
     stream.parameter(name="token", value=session_token)
+    if call_id:
+        stream.parameter(name="call_id", value=call_id)
     twiml = VoiceResponse()
     twiml.append(connect)
     return Response(str(twiml.to_xml()), media_type="application/xml")
@@ -150,9 +175,16 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         log.warning("twilio call %s of %s refused: %s", transport.call_sid, identity, exc.detail)
         await transport.close(CLOSE_QUOTA, exc.detail[:120])
         return
-    session = VoiceSession(
-        gw, gw.voice, transport, agent, caller=CallerRule(bound=bound, platform_call_id=True)
-    )
+    rule = CallerRule(bound=bound, platform_call_id=True)
+    first = await _first_message(gw, info.extra.get("call_id"), agent.id, bound)
+    if first is not None:  # an outbound call greets the person called by its first_message
+        greeted = GreetedSession(
+            gw, gw.voice, transport, agent.model_copy(update={"greeting": first}), caller=rule
+        )
+        greeted.first_message = first
+        session: VoiceSession = greeted
+    else:
+        session = VoiceSession(gw, gw.voice, transport, agent, caller=rule)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info, ticket)
@@ -162,8 +194,58 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         await transport.close(CLOSE_NORMAL, "call ended")  # no-op if already closed
 
 
+class GreetedSession(VoiceSession):
+    """A call whose first words are a given message (an outbound call's `first_message`)
+    instead of the agent's greeting. The agent passed in carries the message as its
+    `greeting`, so the session speaks one."""
+
+    first_message: str = ""
+
+    async def _greeting(self) -> UserTurn:
+        return UserTurn(self.first_message, new_id("turn"), greeting=True)
+
+
+async def _first_message(
+    gw: Gateway, call_id: object, agent_id: str, caller: str | None
+) -> str | None:
+    """The first_message of the outbound call a stream belongs to (its record must be of this
+    agent and of the caller the stream's token is bound to)."""
+    if not isinstance(call_id, str) or not call_id:
+        return None
+    try:
+        record = await CallStore(gw.memory.db).get(call_id)
+    except NotFound:
+        return None
+    first = record.options.get("first_message")
+    if record.agent_id != agent_id or record.caller != caller or not isinstance(first, str):
+        return None
+    return first
+
+
+async def status_callback(request: Request) -> Response:
+    """Twilio's status callback of an outbound call (signed like the voice webhook): the status
+    joins the record's history; a final one (completed, busy, no-answer, failed, canceled)
+    ends the record with its end reason. AnsweredBy (machine detection) goes in metadata."""
+    gw = gateway_of(request)
+    form = await signed_form(request)
+    store = CallStore(gw.memory.db)
+    call_id = request.query_params.get("call_id")
+    sid = form.get("CallSid", "")
+    record = await store.get(call_id) if call_id else await store.by_vendor_id(sid)
+    if record is None or (sid and record.vendor_call_id not in (None, sid)):
+        raise ApiError(404, "call not found")
+    status = form.get("CallStatus", "")
+    if status not in STATUSES:
+        raise ApiError(422, f"CallStatus must be one of {', '.join(STATUSES)}")
+    extra = {"answered_by": form["AnsweredBy"]} if form.get("AnsweredBy") else None
+    await store.update(record.id, status=status, vendor_call_id=sid or None, metadata=extra)
+    log.info("call %s: twilio status %s", record.id, status)
+    return Response(status_code=204)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/v1/telephony/twilio/voice", voice_webhook, methods=["POST"]),
+        Route(STATUS_PATH, status_callback, methods=["POST"]),
         WebSocketRoute(MEDIA_PATH, media_socket),
     ]

@@ -170,14 +170,17 @@ async def run_call(
 ) -> None:
     """Run an admitted call; its minutes are counted and its slots (the identity's and the
     process's) freed however it ends."""
-    gw.calls.add(session)
+    record_id: str | None = None
     try:
+        record_id = await gw.calls.enter(session)  # and its call record
         await session.run(info)
     finally:
-        gw.calls.discard(session)
-        if ticket is not None:
-            ticket.release()
-        await guard.close()
+        try:
+            await gw.calls.leave(session, record_id, "server_shutdown" if gw.draining else None)
+        finally:
+            if ticket is not None:
+                ticket.release()
+            await guard.close()
 
 
 def routes() -> list[BaseRoute]:
