@@ -11,6 +11,7 @@ import logging
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from memory.calls import CallStore
 from transcripts.bus import DEAD, STREAM
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ async def erase_caller(gw: Gateway, identity_id: str) -> dict[str, Any]:
     """Erase the identity; what was removed, by kind (counts)."""
     memory = gw.memory
     convs = await memory.conversations.page(identity_id=identity_id, limit=100_000)
+    key = (await memory.identities.get(identity_id, None, scoped=False)).identifier_key
     runs = gw.runs
     for conv in convs:
         await runs.cancel(conv.id)
@@ -36,6 +38,9 @@ async def erase_caller(gw: Gateway, identity_id: str) -> dict[str, Any]:
     for agent_id in erased.agent_ids:
         gw.loop.prompts.forget(agent_id)
     out = asdict(erased)
+    out["call_records"] = (
+        await CallStore(memory.db).forget_caller(key, erased.agent_ids) if key else 0
+    )
     out.pop("agent_ids")
     redis = gw.bus.redis
     out["stream_entries"] = await scrub_streams(redis, identity_id) if redis is not None else 0

@@ -1,4 +1,4 @@
-"""Call records in the database (memory/calls.py, migration 0013) on SQLite and PostgreSQL: the
+"""Call records in the database (memory/calls.py, migration 0011) on SQLite and PostgreSQL: the
 migration goes up and down and matches the ORM; status changes build the history; an ended
 call keeps its outcome; records are scoped to their owner and page newest first."""
 

@@ -13,6 +13,7 @@ import pytest
 import redis
 from sqlalchemy import select
 
+from memory.calls import CallStore
 from memory.orm import Base
 from tests.support.servers import ServerThread
 
@@ -75,6 +76,15 @@ def test_erase_one_caller(
         memory = gw.app.state.gw.memory
         for key, words in ((KEY_A, WORDS_A), (KEY_B, WORDS_B)):
             await memory.archival.insert(agent["id"], [f"fact: {words}"], identity_id=idents[key])
+            await CallStore(memory.db).create(  # a phone call of theirs: its record names them
+                agent["id"],
+                user_id=None,
+                direction="inbound",
+                transport="twilio",
+                status="completed",
+                caller=key,
+                conversation_id=convs[key],
+            )
 
     gw.call(passages())
     # the caller's own block, corrected by an operator through /v1/blocks
@@ -109,6 +119,7 @@ def test_erase_one_caller(
     erased = r.json()["erased"]
     assert erased["conversations"] == 1 and erased["passages"] == 1
     assert erased["stream_entries"] >= 1
+    assert erased["call_records"] == 1  # the call stays on record, without their number
 
     rows = "\n".join(_rows(gw))
     stream = _stream_text(redis_url)
@@ -116,6 +127,7 @@ def test_erase_one_caller(
     for word in (*WORDS_A.split(), KEY_A, idents[KEY_A]):
         assert word not in rows, word
         assert word not in stream, word
+    assert KEY_B in rows  # the other caller keeps their call record
     logged = "\n".join(rec.getMessage() for rec in caplog.records)
     assert "erased identity" in logged
     for word in (*WORDS_A.split(), KEY_A, *WORDS_B.split(), KEY_B):  # never, for any caller

@@ -1,7 +1,7 @@
 """Call records: every call's direction, transport, caller key, status history, times, end
 reason, conversation and the vendor's call id (memory/orm/calls.py).
 
-Revision ID: 0013
+Revision ID: 0011
 Revises: 0010
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 import memory.orm
 
-revision = "0013"
+revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
