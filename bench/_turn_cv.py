@@ -142,13 +142,13 @@ def words(
     low: float = WORDS.words_hold_below,
     high: float = WORDS.words_done_from,
     fast_db: float = -21,
-    doubt: Rule | None = None,
+    doubt: Rule | float | None = None,
 ) -> Rule:
     """`words` (turns/policies.py WordsTurn): `auto` until the transcript comes, then its text
     classifier's P(complete): under `low` the maximum wait; from `high` on a voice faded by
-    `fast_db` the turn ends then; in between the silence rule's 400 ms (or `doubt`'s rule); no
-    P: `auto`. The thresholds come from held-apart text (turns/text_eou.py), never from these
-    clips."""
+    `fast_db` the turn ends then; anything else (doubt) `doubt`'s rule (default `auto`; a
+    number: that silence once the words came); no P: `auto`. The thresholds come from
+    held-apart text (turns/text_eou.py), never from these clips."""
     auto = within(400.0, AUTO_SENTENCE_MS)
 
     def rule(p: Pause) -> float:
@@ -160,7 +160,9 @@ def words(
             return MAX_MS
         if pc >= high and (0.0 if p.drop_db is None else p.drop_db) <= fast_db:
             return max(200.0, t_at)
-        return max(400.0, t_at) if doubt is None else doubt(p)
+        if isinstance(doubt, float):
+            return max(doubt, t_at)
+        return ms if doubt is None else doubt(p)
 
     return rule
 
@@ -176,6 +178,7 @@ def compare(groups: dict[str, list[Sample]]) -> dict[str, Any]:
         "words_hold_0.1": words(low=0.1),
         "words_hold_0.3": words(low=0.3),
         "words_done_0.5": words(high=0.5),
+        "words_doubt_silence_rule": words(doubt=400.0),
         "words_doubt_as_smart": words(doubt=text_first(-21, 0.5, veto_ms=400, defer_ms=400)),
     }
     out: dict[str, Any] = {}

@@ -48,7 +48,7 @@ class TurnConfig:
         "`max_silence_ms`; `auto` the same signals within the silence rule's time: they end a "
         "turn sooner, and only words that run on hold it past `silence_ms`; `words` `auto` with "
         "the words read by a text end-of-utterance model: clearly unfinished words hold the "
-        "turn to `max_silence_ms`, finished words on a faded voice end it at once.",
+        "turn to `max_silence_ms`, finished words on a faded voice end it at once, else as `auto`.",
         setting="turn_detection",
         option="turn_detection",
     )

@@ -24,8 +24,9 @@ their way have come, or `min_silence_ms` + `text_wait_ms` passed).
 turns/text_eou.py), given the agent's last question when the call knows it (`Pause.question`).
 Its P(complete) under `words_hold_below` [0.2] holds the turn to `max_silence_ms`, whatever the
 voice says; from `words_done_from` [0.8] with the voice faded (or the model's "done") the turn
-ends at once; in between, the silence rule's `silence_ms`. No transcript, or one the classifier
-cannot tell (empty, garbage, not English): exactly `auto`.
+ends at once; anything else (doubt) is `auto`'s: the silence rule's `silence_ms` unless its
+signals agree sooner, run-on words still held. No transcript, or one the classifier cannot tell
+(empty, garbage, not English): exactly `auto`.
 
 A new model is one module with a `DecidingPolicy` subclass (voice_gateway/turns/policy.py)."""
 
@@ -189,17 +190,14 @@ class WordsTurn(AutoTurn):
 
     def ends(self, pause: Pause, verdict: Verdict) -> Verdict | None:
         reading = None if pause.text is None else self.words.read(pause.text, pause.question)
-        if reading is None or reading.p is None:
-            return super().ends(pause, verdict)  # no words to read: `auto`
-        if reading.complete is False:  # unfinished words: the longest wait
+        words = None if reading is None else reading.complete
+        if words is False:  # unfinished words: the longest wait
             return verdict if pause.silent_ms >= self.max_silence_ms else None
         decision = pause.decision
         faded = isinstance(decision, SmartDecision) and decision.fade is True
-        if reading.complete and (faded or (verdict.complete and verdict.source == "model")):
+        if words and (faded or (verdict.complete and verdict.source == "model")):
             return replace(verdict, complete=True, source="text")  # a finished utterance
-        if pause.silent_ms < self.config.silence_ms:
-            return None  # doubt: the silence rule
-        return replace(verdict, complete=True, source="silence")
+        return super().ends(pause, verdict)  # doubt, or no words it can read: `auto`'s
 
 
 POLICIES: dict[str, type[SmartTurn]] = {"smart": SmartTurn, "auto": AutoTurn, "words": WordsTurn}
