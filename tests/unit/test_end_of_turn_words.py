@@ -1,7 +1,7 @@
 """`words` (WordsTurn): `auto` with the words read by the text classifier at a pause. Clearly
 unfinished words hold the turn to the max silence whatever the voice says; finished words on a
-faded voice end it at once; doubt ends at the silence rule; no reading (no transcript, empty,
-garbage, not English) is `auto`'s turn end exactly. The detector timeline of
+faded voice end it at once; doubt (and no reading: no transcript, empty, garbage, not English)
+is `auto`'s turn end exactly. The detector timeline of
 test_end_of_turn_auto.py (the test's voice fades by 14 dB: `turn_fade_db=-14` is "faded")."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_finished_words_on_a_faded_voice_end_the_turn_at_once() -> None:
 
 def test_finished_words_on_a_voice_that_did_not_fade_wait_for_the_silence_rule() -> None:
     """Doubt: the words read complete but the voice stopped at full level (default -21 dB not
-    reached): the silence rule's 400 ms."""
+    reached): `auto`'s silence rule, 400 ms."""
     stop = pause_then_text(detector("words", Scripted(0.1)), "thank you very much", at=6)
     assert stop.end_of_turn_ms == 400 and stop.verdict is not None
     assert stop.verdict.source == "silence"
