@@ -16,9 +16,11 @@ import numpy as np
 from _turn_scores import MAX_MS, Pause, Rule, Sample, evaluate, text_at_ms
 
 from voice_gateway.turns.config import TurnConfig
+from voice_gateway.turns.text_eou import p_complete
 from voice_gateway.turns.transcript import text_complete
 
 AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
+WORDS = TurnConfig()  # `words`' bands: words_hold_below, words_done_from
 
 
 def graded(fast_db: float, fast_p: float, veto_ms: float, sentence_ms: float = MAX_MS) -> Rule:
@@ -134,6 +136,62 @@ def within(cap_ms: float, sentence_ms: float, fast: Rule | None = None) -> Rule:
         return cap_ms
 
     return rule
+
+
+def words(
+    low: float = WORDS.words_hold_below,
+    high: float = WORDS.words_done_from,
+    fast_db: float = -21,
+    doubt: Rule | float | None = None,
+) -> Rule:
+    """`words` (turns/policies.py WordsTurn): `auto` until the transcript comes, then its text
+    classifier's P(complete): under `low` the maximum wait; from `high` on a voice faded by
+    `fast_db` the turn ends then; anything else (doubt) `doubt`'s rule (default `auto`; a
+    number: that silence once the words came); no P: `auto`. The thresholds come from
+    held-apart text (turns/text_eou.py), never from these clips."""
+    auto = within(400.0, AUTO_SENTENCE_MS)
+
+    def rule(p: Pause) -> float:
+        ms, t_at = auto(p), text_at_ms(p)
+        pc = p_complete(p.text) if p.text is not None else None
+        if pc is None or ms < t_at:  # no reading, or `auto` ended the turn before the words
+            return ms
+        if pc < low:
+            return MAX_MS
+        if pc >= high and (0.0 if p.drop_db is None else p.drop_db) <= fast_db:
+            return max(200.0, t_at)
+        if isinstance(doubt, float):
+            return max(doubt, t_at)
+        return ms if doubt is None else doubt(p)
+
+    return rule
+
+
+def compare(groups: dict[str, list[Sample]]) -> dict[str, Any]:
+    """The named policies side by side, at their defaults (none tuned on these clips):
+    cut-off rate per inserted pause, finished-turn delay p50/p95, per group of samples."""
+    rules: dict[str, Rule] = {
+        "vad": lambda p: 400.0,
+        "smart": text_first(-21, 0.5, veto_ms=400, defer_ms=400),
+        "auto": within(400.0, AUTO_SENTENCE_MS),
+        "words": words(),
+        "words_hold_0.1": words(low=0.1),
+        "words_hold_0.3": words(low=0.3),
+        "words_done_0.5": words(high=0.5),
+        "words_doubt_silence_rule": words(doubt=400.0),
+        "words_doubt_as_smart": words(doubt=text_first(-21, 0.5, veto_ms=400, defer_ms=400)),
+    }
+    out: dict[str, Any] = {}
+    for name, rule in rules.items():
+        for group, samples in groups.items():
+            r = evaluate(samples, rule)
+            out.setdefault(name, {})[group] = {
+                "cutoff_rate": r["cutoff_rate"],
+                "delay_p50_ms": r["delay_p50_ms"],
+                "delay_p95_ms": r["delay_p95_ms"],
+                "finished_cut_early": r["finished_cut_early"],
+            }
+    return out
 
 
 def logistic(train: list[Sample], fast_at: float, sentence_ms: float = MAX_MS) -> Rule:
@@ -335,6 +393,7 @@ def cross_validate(samples: list[Sample]) -> dict[str, Any]:
         "pauses": sum(len(s.pauses) for s in real),
     }
     out["window_cut_vs_8s"] = window_effect(real)
+    out["policies"] = compare({"real": real, "espeak": espeak, "conversation": talk})
     for ms in (MAX_MS, *SENTENCE_MS):
         for fam in ("graded", "text_first", "deferred", "logistic"):
             out[f"held_out:{fam}_sentence_{int(ms)}"] = _brief(loco(real, fam, ms))

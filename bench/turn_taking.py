@@ -22,7 +22,8 @@ boundaries between 30% and 75% of the speech. Each sample runs through the real 
   silence (VG_TURN_SENTENCE_MS);
 - auto, auto_sentence_<ms>: `auto`'s defaults (smart's, a finished sentence ending the turn at
   340 ms, or <ms>), where a "not done" that only the voice gave ends at the silence rule's
-  400 ms: only words that run on wait up to 1600 ms.
+  400 ms: only words that run on wait up to 1600 ms;
+- words: `words`' defaults (auto with the text classifier's P(complete), turns/words.py).
 `--phone`: every sample first goes through a phone line as the gateway receives a Twilio call
 (bench/voice_stt.py `phone`: 8 kHz, mu-law, back to 16 kHz), and the speculative transcript is
 decoded as a narrowband call's is (from the 15 s window).
@@ -57,7 +58,7 @@ from voice_gateway.turns.events import PauseStarted, SpeechStopped
 from voice_gateway.turns.fade import TailEnergy, faded
 from voice_gateway.turns.features import columns_of
 from voice_gateway.turns.model import SmartTurnModel, find_model
-from voice_gateway.turns.policies import AutoTurn, SilenceRule, SmartTurn
+from voice_gateway.turns.policies import AutoTurn, SilenceRule, SmartTurn, WordsTurn
 from voice_gateway.turns.policy import DecidingPolicy, Decision, EndOfTurn, Ready, Verdict
 from voice_gateway.turns.transcript import text_complete
 from voice_gateway.vad import create_vad
@@ -243,6 +244,7 @@ def policies(model: SmartTurnModel | None, clock: list[float]) -> dict[str, Any]
             lambda m=ms: smart(0.5, True, 400, -21, m, auto=True),
             True,
         )
+    out["words"] = (lambda: WordsTurn(model, TurnConfig(), clock=clk), True)  # its defaults
     return out
 
 

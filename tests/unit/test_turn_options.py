@@ -50,7 +50,7 @@ def test_the_call_asks_over_the_default() -> None:
 def test_a_bad_option_keeps_the_call_s_own_default() -> None:
     got, errors = options("phone", {"turn_detection": "psychic"}, turn_detection="smart")
     assert got.config.detection == "smart"
-    assert errors == ["turn_detection must be one of auto, vad, smart"]
+    assert errors == ["turn_detection must be one of auto, vad, smart, words"]
     got, errors = options("voice", {"turn_detection": "SMART"}, turn_detection="vad")
     assert got.config.detection == "vad" and len(errors) == 1
     got, errors = options("voice", {"turn_detection": True})

@@ -16,8 +16,8 @@ import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Literal
 
-Detection = Literal["auto", "vad", "smart"]
-KNOWN_TURN_DETECTION: tuple[Detection, ...] = ("auto", "vad", "smart")
+Detection = Literal["auto", "vad", "smart", "words"]
+KNOWN_TURN_DETECTION: tuple[Detection, ...] = ("auto", "vad", "smart", "words")
 
 
 def _f(
@@ -46,7 +46,9 @@ class TurnConfig:
         "The end-of-turn policy: `vad` the silence rule; `smart` Smart Turn v3.2 with the "
         "speculative transcript and the voice's fade, whose 'not done' waits up to "
         "`max_silence_ms`; `auto` the same signals within the silence rule's time: they end a "
-        "turn sooner, and only words that run on hold it past `silence_ms`.",
+        "turn sooner, and only words that run on hold it past `silence_ms`; `words` `auto` with "
+        "the words read by a text end-of-utterance model: clearly unfinished words hold the "
+        "turn to `max_silence_ms`, finished words on a faded voice end it at once, else as `auto`.",
         setting="turn_detection",
         option="turn_detection",
     )
@@ -156,6 +158,20 @@ class TurnConfig:
         "`auto`'s sentence wait when `sentence_ms` is unset (bench/turn_taking.py --cv).",
         0,
         5000,
+    )
+    words_hold_below: float = _f(
+        0.2,
+        "`words`: the text model's P(complete) under which the words hold the turn up to "
+        "`max_silence_ms` (on held-apart text, P < 0.2 is right 97-98 % of the time).",
+        0.0,
+        1.0,
+    )
+    words_done_from: float = _f(
+        0.8,
+        "`words`: the text model's P(complete) from which the words, with a faded voice or "
+        "the model's 'done', end the turn at once (never under `words_hold_below`).",
+        0.0,
+        1.0,
     )
     use_text: bool = _f(True, "The transcript's words are a signal (off: the voice alone).")
     text_first: bool = _f(

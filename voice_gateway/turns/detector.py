@@ -32,7 +32,19 @@ class TurnDetector:
         self.config = config or TurnConfig()
         self.policy = end_of_turn or SilenceRule(self.config)
         self.states = SpeechStates(self.config)
+        self._question: str | None = None
         self.pause = Pause()  # the pause under way (reset when speech resumes or the turn ends)
+
+    @property
+    def question(self) -> str | None:
+        """The agent's last question (the last sentence of the reply the caller answers), which
+        changes what a complete answer is: every pause from now on carries it (`words` reads
+        it)."""
+        return self._question
+
+    @question.setter
+    def question(self, question: str | None) -> None:
+        self._question = self.pause.question = question
 
     @property
     def now_ms(self) -> int:
@@ -88,7 +100,7 @@ class TurnDetector:
         self.policy.feed(frame)
         if voiced:
             if self.pause.silent_ms:
-                self.pause = Pause()  # the pause is over
+                self.pause = Pause(question=self.question)  # the pause is over
         elif self.states.in_pause:
             self.pause.silent_ms = self.states.silent_ms
             verdict = self.policy.at_pause(self.pause)
@@ -142,5 +154,5 @@ class TurnDetector:
             verdict=verdict,
             speculated=silent_ms >= self.config.pause_ms,
         )
-        self.pause = Pause()
+        self.pause = Pause(question=self.question)
         return event

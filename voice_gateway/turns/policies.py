@@ -20,6 +20,14 @@ faded voice: `min_silence_ms` [200]; a finished sentence: `auto_sentence_ms` [34
 (a "not done" only the voice gave): the silence rule, `silence_ms` [400] (once the words on
 their way have come, or `min_silence_ms` + `text_wait_ms` passed).
 
+`words`, `WordsTurn`: `auto` with the words read by the text classifier (turns/words.py,
+turns/text_eou.py), given the agent's last question when the call knows it (`Pause.question`).
+Its P(complete) under `words_hold_below` [0.2] holds the turn to `max_silence_ms`, whatever the
+voice says; from `words_done_from` [0.8] with the voice faded (or the model's "done") the turn
+ends at once; anything else (doubt) is `auto`'s: the silence rule's `silence_ms` unless its
+signals agree sooner, run-on words still held. No transcript, or one the classifier cannot tell
+(empty, garbage, not English): exactly `auto`.
+
 A new model is one module with a `DecidingPolicy` subclass (voice_gateway/turns/policy.py)."""
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from voice_gateway.turns.policy import (
     Verdict,
 )
 from voice_gateway.turns.transcript import text_complete
+from voice_gateway.turns.words import WordsSignal
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +172,35 @@ class AutoTurn(SmartTurn):
         return replace(verdict, complete=True, source="silence")
 
 
-POLICIES: dict[str, type[SmartTurn]] = {"smart": SmartTurn, "auto": AutoTurn}
+class WordsTurn(AutoTurn):
+    """`words`: `auto`, with the words' P(complete) (turns/words.py) deciding when it can."""
+
+    name = "words"
+
+    def __init__(
+        self,
+        model: SmartTurnModel,
+        config: TurnConfig,
+        *,
+        busy: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(model, config, busy=busy, clock=clock)
+        self.words = WordsSignal(config)
+
+    def ends(self, pause: Pause, verdict: Verdict) -> Verdict | None:
+        reading = None if pause.text is None else self.words.read(pause.text, pause.question)
+        words = None if reading is None else reading.complete
+        if words is False:  # unfinished words: the longest wait
+            return verdict if pause.silent_ms >= self.max_silence_ms else None
+        decision = pause.decision
+        faded = isinstance(decision, SmartDecision) and decision.fade is True
+        if words and (faded or (verdict.complete and verdict.source == "model")):
+            return replace(verdict, complete=True, source="text")  # a finished utterance
+        return super().ends(pause, verdict)  # doubt, or no words it can read: `auto`'s
+
+
+POLICIES: dict[str, type[SmartTurn]] = {"smart": SmartTurn, "auto": AutoTurn, "words": WordsTurn}
 
 
 def policy_for(
@@ -171,7 +208,8 @@ def policy_for(
     model: SmartTurnModel | None,
     busy: Callable[[], bool] | None = None,
 ) -> EndOfTurn:
-    """The call's policy (`config.detection`); `smart` or `auto` without the model: `vad`."""
+    """The call's policy (`config.detection`); `smart`, `auto` or `words` without the model:
+    `vad`."""
     if config.detection == "vad" or model is None:
         return SilenceRule(config)
     return POLICIES[config.detection](model, config, busy=busy)

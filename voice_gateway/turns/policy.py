@@ -79,6 +79,7 @@ class Pause:
     silent_ms: int = 0
     text: str | None = None  # its speculative transcript, once decoded
     text_expected: bool = False  # ... is being decoded, and will be the turn's
+    question: str | None = None  # the agent's last question, which the words answer (if known)
     decision: Decision | None = None  # a DecidingPolicy's, from `min_silence_ms` on
 
     @property
