@@ -37,7 +37,7 @@ from voice_gateway.pipeline.call_end import (
 )
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.input import InputPath
-from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set
+from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap
 from voice_gateway.pipeline.phone_drain import drain_phone
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -66,7 +66,6 @@ from voice_gateway.turns.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from voice_gateway.turns.options import turn_options
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
@@ -151,7 +150,7 @@ class VoiceSession:
     async def run(self, info: StartInfo | None = None) -> None:
         """Run the call. `info`: the transport was already started by the caller (Twilio,
         whose start message names the agent)."""
-        info = info or await self.transport.start_within(self.voice.settings.idle_timeout_s)
+        info = info or await self.transport.start_within(self.voice.config.idle_timeout_s)
         if info is None:
             return
         call_id.set(self.session_id)
@@ -169,9 +168,9 @@ class VoiceSession:
         try:
             async with asyncio.TaskGroup() as tg:
                 self.tg = tg
-                s = self.voice.settings
+                c = self.voice.config
                 rules = BargeInRules(
-                    s.barge_in_check_ms, s.barge_in_max_ms, phrase_set(s.backchannels), self.echo_on
+                    c.barge_in_check_ms, c.barge_in_max_ms, c.backchannels, self.echo_on
                 )
                 self.barge_in = BargeIn(rules, self.detector, stt, tg, self.echo)
                 self.input = InputPath(
@@ -223,8 +222,7 @@ class VoiceSession:
 
     async def _setup(self, info: StartInfo) -> None:
         self.output_rate = info.output_rate
-        s = self.voice.settings
-        options, complaints = turn_options(s, self.transport.source, info.extra)
+        options, complaints = self.voice.config.turn_options(self.transport.source, info.extra)
         for message in complaints:
             await self.transport.error("invalid_option", f"{message}; using the default")
         eot = self.voice.new_end_of_turn(options.config)
@@ -440,7 +438,7 @@ class VoiceSession:
         """Close a call that sent nothing for VG_IDLE_TIMEOUT_S (1001); a reply in progress
         is activity too."""
         while True:
-            timeout = self.voice.settings.idle_timeout_s
+            timeout = self.voice.config.idle_timeout_s
             await asyncio.sleep(min(1.0, timeout / 4))
             if self.busy:
                 inp.last_rx = time.monotonic()
