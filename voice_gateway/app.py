@@ -122,9 +122,9 @@ async def open_gateway(settings: Settings) -> Gateway:
     loop.mcp = mcp_tools(settings, memory)
     gw.calls.recorder = CallRecords(memory)  # a record for every call
     if settings.voice:
-        from voice_gateway.pipeline.services import VoiceServices
+        from voice_gateway.voice import open_voice
 
-        gw.voice = await VoiceServices.open(settings)
+        gw.voice = await open_voice(settings)
         from voice_gateway.webrtc.calls import WebRTCCalls
         from voice_gateway.webrtc.ice import IceConfig
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from tests.e2e.conftest import VoiceGateway
 from tests.support.fake_llm import Reply
@@ -144,18 +145,21 @@ async def test_llm_failure_mid_turn_apologizes_and_continues(vg: VoiceGateway) -
 async def test_idle_socket_closes_1001(vg: VoiceGateway) -> None:
     c = await VoiceClient(vg.ws(vg.agent())).connect()
     await c.start()
-    vg.server.app.state.gw.voice.settings.idle_timeout_s = 1.0  # type: ignore[attr-defined]
+    voice = vg.server.app.state.gw.voice  # type: ignore[attr-defined]
+    config = voice.config
+    voice.config = replace(config, idle_timeout_s=1.0)
     try:
         assert await c.wait_closed(timeout=10) == 1001
     finally:
-        vg.server.app.state.gw.voice.settings.idle_timeout_s = 20.0  # type: ignore[attr-defined]
+        voice.config = config
 
 
 async def test_a_call_never_started_closes_1001(vg: VoiceGateway) -> None:
     """A socket that connects and never sends session.start (silent, or only junk) does not
     hold its place forever: it is closed like an idle call."""
-    settings = vg.server.app.state.gw.voice.settings  # type: ignore[attr-defined]
-    settings.idle_timeout_s = 1.0
+    voice = vg.server.app.state.gw.voice  # type: ignore[attr-defined]
+    config = voice.config
+    voice.config = replace(config, idle_timeout_s=1.0)
     try:
         silent = await VoiceClient(vg.ws(vg.agent())).connect()
         chatty = await VoiceClient(vg.ws(vg.agent())).connect()
@@ -167,4 +171,4 @@ async def test_a_call_never_started_closes_1001(vg: VoiceGateway) -> None:
         assert await chatty.wait_closed(timeout=10) == 1001
         assert {e["code"] for e in chatty.of_type("error")} == {"not_started"}
     finally:
-        settings.idle_timeout_s = 20.0
+        voice.config = config

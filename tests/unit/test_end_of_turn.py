@@ -204,10 +204,11 @@ def test_missing_model_file_warns_once_and_uses_vad(
 ) -> None:
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
     from voice_gateway.settings import Settings
+    from voice_gateway.voice import voice_config
 
     monkeypatch.setattr(model_mod, "find_model", lambda: None)
-    services = VoiceServices(Settings(), None, None, PhraseCache(None))  # type: ignore[arg-type]
-    config = TurnConfig.from_settings(services.settings, detection="smart")
+    services = VoiceServices(voice_config(Settings()), None, None, PhraseCache(None))  # type: ignore[arg-type]
+    config = TurnConfig.from_settings(Settings(), detection="smart")
     with caplog.at_level(logging.WARNING):
         first = services.new_end_of_turn(config)
         second = services.new_end_of_turn(config)

@@ -20,6 +20,7 @@ from voice_gateway.settings import Settings
 from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.detector import TurnDetector
 from voice_gateway.turns.policies import SmartTurn
+from voice_gateway.voice import voice_config
 
 AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
 
@@ -27,7 +28,7 @@ AUTO_SENTENCE_MS = TurnConfig().auto_sentence_ms
 def detector(policy: str, model: Scripted, **settings: Any) -> TurnDetector:
     s = Settings(database_url="sqlite+aiosqlite:///:memory:", turn_max_silence_ms=1000, **settings)
     stt = FaultSTT(Faults())  # (its backlog: none, so the model is never "busy")
-    services = VoiceServices(settings=s, stt=stt, tts=None, phrases=None)  # type: ignore[arg-type]
+    services = VoiceServices(voice_config(s), stt=stt, tts=None, phrases=None)  # type: ignore[arg-type]
     services.turn_model, services._turn_model_tried = model, True
     eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection=policy))
     assert isinstance(eot, SmartTurn) and eot.name == policy

@@ -98,9 +98,10 @@ def test_a_deadline_not_after_the_decision_is_not_applied() -> None:
 
 def test_the_gateway_gives_each_call_the_silence_rules_time_as_its_deadline() -> None:
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
+    from voice_gateway.voice import voice_config
 
     s = Settings(endpoint_silence_ms=700)
-    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services = VoiceServices(voice_config(s), None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
     eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection="smart"))
@@ -116,9 +117,10 @@ def test_a_call_s_own_waits_reach_its_policy() -> None:
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
     from voice_gateway.turns.options import turn_options
     from voice_gateway.turns.policies import SilenceRule
+    from voice_gateway.voice import voice_config
 
     s = Settings(endpoint_silence_ms=700, turn_max_silence_ms=1800)
-    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services = VoiceServices(voice_config(s), None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
     asked = {"turn_detection": "smart", "turn_silence_ms": 300, "turn_max_silence_ms": 900}

@@ -230,11 +230,12 @@ def test_the_defaults_are_the_measured_rule() -> None:
 def test_the_settings_reach_each_calls_detector() -> None:
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
     from voice_gateway.turns.policies import SmartTurn
+    from voice_gateway.voice import voice_config
 
     s = Settings(
         turn_fade_db=-18.0, turn_sentence_ms=900, turn_text_wait_ms=120, turn_defer_model=False
     )
-    services = VoiceServices(s, None, None, PhraseCache(None))  # type: ignore[arg-type]
+    services = VoiceServices(voice_config(s), None, None, PhraseCache(None))  # type: ignore[arg-type]
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
     eot = services.new_end_of_turn(TurnConfig.from_settings(s, detection="smart"))

@@ -230,7 +230,7 @@ class Reply:
             source=self.s.source,
             notes=self.turn.notes,
             publish=False,
-            llm_timeout_s=self.s.voice.settings.llm_voice_timeout_s,
+            llm_timeout_s=self.s.voice.config.llm_timeout_s,
             answers=self.turn.answers,
             client_tools=self.s.client_tools,
         )

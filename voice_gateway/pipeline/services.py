@@ -1,22 +1,20 @@
-"""Per-process voice services: the STT model, the TTS voice, VAD factory, cached phrases."""
+"""Per-process voice services: the STT model, the TTS voice, VAD factory, cached phrases, and
+what a call reads of the gateway's settings (`VoiceConfig`, one frozen record built at start:
+voice_gateway/voice.py `open_voice` builds both from the settings, so a call never reads them)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from agents.voice import DEFAULT_FILLER
-from voice_gateway.provider_check import check_provider_settings
-from voice_gateway.settings import Settings
-from voice_gateway.stt import create_stt
 from voice_gateway.stt.base import STTProvider
-from voice_gateway.stt.fallback import FallbackSTT
-from voice_gateway.tts import create_tts
 from voice_gateway.tts.base import TTSError, TTSProvider
-from voice_gateway.tts.fallback import FallbackTTS
 from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.model import SmartTurnModel, load_model
+from voice_gateway.turns.options import TurnOptions
 from voice_gateway.turns.policies import policy_for
 from voice_gateway.turns.policy import EndOfTurn
 from voice_gateway.vad import create_vad
@@ -27,6 +25,23 @@ log = logging.getLogger(__name__)
 APOLOGY = "Sorry, something went wrong on my side. Could you say that again?"
 STT_APOLOGY = "Sorry, I didn't catch that. Could you say it again?"
 COMMON_RATES = (8000, 16000, 24000, 48000)
+# a call's turn-taking options over the gateway's (voice_gateway/turns/options.py
+# `turn_options`): (source, the call's options) -> (its options, complaints to send)
+TurnOptionsFor = Callable[[str, dict[str, Any]], tuple[TurnOptions, list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceConfig:
+    """What a call reads of the gateway's settings, built once at start."""
+
+    turn_options: TurnOptionsFor
+    vad: str  # VG_VAD, VG_VAD_MODE
+    vad_mode: int
+    idle_timeout_s: float  # a call that sends nothing for this long is closed
+    llm_timeout_s: float  # VG_LLM_VOICE_TIMEOUT_S
+    barge_in_check_ms: int
+    barge_in_max_ms: int
+    backchannels: frozenset[str]  # VG_BACKCHANNELS, as phrases (overlap.py `phrase_set`)
 
 
 @dataclass
@@ -70,7 +85,7 @@ class PhraseCache:
 
 @dataclass
 class VoiceServices:
-    settings: Settings
+    config: VoiceConfig
     stt: STTProvider
     tts: TTSProvider
     phrases: PhraseCache
@@ -78,7 +93,7 @@ class VoiceServices:
     _turn_model_tried: bool = False
 
     def new_vad(self) -> VAD:
-        return create_vad(self.settings.vad, self.settings.vad_mode)
+        return create_vad(self.config.vad, self.config.vad_mode)
 
     def new_end_of_turn(self, config: TurnConfig) -> EndOfTurn:
         """The call's end-of-turn policy (voice_gateway/turns/policies.py); `smart` or `auto`
@@ -89,29 +104,6 @@ class VoiceServices:
             self.turn_model = load_model(config)
         return policy_for(config, self.turn_model, busy=lambda: self.stt.backlog() > 0)
 
-    @classmethod
-    async def open(cls, settings: Settings) -> VoiceServices:
-        check_provider_settings(settings)
-        stt = _stt(settings, settings.stt)
-        if settings.stt_fallback and settings.stt_fallback != settings.stt:
-            backup = _stt(settings, settings.stt_fallback)
-            stt = FallbackSTT(stt, backup, cooldown_s=settings.fallback_cooldown_s)
-        tts = _tts(settings, settings.tts)
-        if settings.tts_fallback and settings.tts_fallback != settings.tts:
-            voice = _tts(settings, settings.tts_fallback)
-            tts = FallbackTTS(tts, voice, cooldown_s=settings.fallback_cooldown_s)
-        fallback = None if settings.tts == "espeak" else create_tts("espeak")  # en-us
-        phrases = PhraseCache(tts, fallback)
-        log.info("loading speech models (stt=%s, tts=%s) ...", settings.stt, settings.tts)
-        await stt.warmup()
-        await tts.warmup()
-        await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
-        services = cls(settings=settings, stt=stt, tts=tts, phrases=phrases)
-        if settings.turn_detection != "vad":  # load (or warn) at start, not on a first call
-            services.new_end_of_turn(TurnConfig.from_settings(settings))
-        log.info("speech models ready")
-        return services
-
     async def aclose(self) -> None:
         if self.turn_model is not None:
             self.turn_model.close()
@@ -119,37 +111,3 @@ class VoiceServices:
         await self.tts.aclose()
         if self.phrases.fallback is not None:
             await self.phrases.fallback.aclose()
-
-
-def _stt(settings: Settings, name: str) -> STTProvider:
-    stt = create_stt(
-        name,
-        threads=settings.stt_threads,
-        workers=settings.stt_workers,
-        partials=settings.stt_partials,
-        openai_model=settings.openai_stt_model,
-        deepgram_model=settings.deepgram_stt_model,
-        openai_api_key=settings.openai_api_key,
-        openai_base_url=settings.openai_stt_url,
-        deepgram_api_key=settings.deepgram_api_key,
-        deepgram_base_url=settings.deepgram_base_url,
-    )
-    stt.timeout_s = settings.stt_timeout_s
-    return stt
-
-
-def _tts(settings: Settings, name: str) -> TTSProvider:
-    tts = create_tts(
-        name,
-        espeak_voice=settings.espeak_voice_name,
-        piper_voice=settings.piper_voice,
-        openai_voice=settings.openai_tts_voice_name,
-        openai_model=settings.openai_tts_model,
-        deepgram_voice=settings.deepgram_tts_voice,
-        openai_api_key=settings.openai_api_key,
-        openai_base_url=settings.openai_base_url,
-        deepgram_api_key=settings.deepgram_api_key,
-        deepgram_base_url=settings.deepgram_base_url,
-    )
-    tts.timeout_s = settings.tts_timeout_s
-    return tts

@@ -1,9 +1,12 @@
 """One voice call: audio in -> VAD/turn-taking -> STT -> agent -> speech out, barge-in.
 
-The call owns its parts: the input path (pipeline/input.py: resampling, echo cancellation,
-the turn detector, STT feeding; one entry point), barge-in (pipeline/overlap.py), the
-approvals waiting on the caller, and a handle per reply (pipeline/reply.py `Reply`: barge-in,
-approvals, the drain and `interrupt` act on it) or per phrase (pipeline/playout.py). The
+The call owns its parts. Those of a running call are built together when it starts
+(`CallParts`): the turn detector, the echo canceller, the STT stream, the call's task group,
+barge-in (pipeline/overlap.py) and the input path that feeds them (pipeline/input.py:
+resampling, echo cancellation, the turn detector, STT feeding; one entry point). It also owns
+the approvals waiting on the caller, and a handle per reply (pipeline/reply.py `Reply`:
+barge-in, approvals, the drain and `interrupt` act on it) or per phrase (pipeline/playout.py).
+What the call reads of the gateway's settings is `VoiceConfig` (pipeline/services.py). The
 turns the caller takes are answered one at a time (`_process_turns`).
 
 Everything runs in one asyncio.TaskGroup per call; when the caller leaves, every task of the
@@ -18,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents.approvals import Answer, ClientTool
@@ -25,6 +29,7 @@ from agents.memory_events import BlockChanged
 from memory.ids import new_id
 from memory.models import AgentData, Source
 from voice_gateway.echo import create_canceller
+from voice_gateway.echo.base import EchoCanceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
 from voice_gateway.pipeline.call_end import (
@@ -37,7 +42,7 @@ from voice_gateway.pipeline.call_end import (
 )
 from voice_gateway.pipeline.callers import CallerRule, CallRefused
 from voice_gateway.pipeline.input import InputPath
-from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap, phrase_set
+from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap
 from voice_gateway.pipeline.phone_drain import drain_phone
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
@@ -66,7 +71,6 @@ from voice_gateway.turns.events import (
     SpeechStarted,
     SpeechStopped,
 )
-from voice_gateway.turns.options import turn_options
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
@@ -92,6 +96,20 @@ class Partials:
     async def send(self, text: str) -> None:
         event = {"type": "transcript.partial", "turn_id": self.turn_id, "text": text}
         await self.transport.send_event(event)
+
+
+@dataclass(frozen=True, slots=True)
+class CallParts:
+    """A running call's parts, built together when it starts (`VoiceSession.run`): the turn
+    detector, the echo canceller, the STT stream, the task group the call's tasks run in,
+    barge-in, and the input path that feeds them frame by frame."""
+
+    detector: TurnDetector
+    echo: EchoCanceller
+    stt: STTStream
+    tg: asyncio.TaskGroup
+    barge_in: BargeIn
+    input: InputPath
 
 
 class VoiceSession:
@@ -130,7 +148,13 @@ class VoiceSession:
         self.approvals = CallApprovals(transport)  # calls waiting for the caller or client
         self.client_tools: list[ClientTool] = []
         self._speech_start_ms = 0
-        self.input: InputPath | None = None  # while the call runs
+        self._parts: CallParts | None = None  # built when the call starts
+
+    @property
+    def parts(self) -> CallParts:
+        """The running call's parts (`run` built them)."""
+        assert self._parts is not None, "the call has not started"
+        return self._parts
 
     @property
     def source(self) -> Source:
@@ -144,19 +168,19 @@ class VoiceSession:
 
     async def send_audio(self, item_id: str, pcm: bytes) -> None:
         """Reply audio to the caller; it is also the echo canceller's reference."""
-        if self.input is not None:
-            self.input.far(pcm)
+        if self._parts is not None:
+            self._parts.input.far(pcm)
         await self.transport.send_audio(item_id, pcm)
 
     async def run(self, info: StartInfo | None = None) -> None:
         """Run the call. `info`: the transport was already started by the caller (Twilio,
         whose start message names the agent)."""
-        info = info or await self.transport.start_within(self.voice.settings.idle_timeout_s)
+        info = info or await self.transport.start_within(self.voice.config.idle_timeout_s)
         if info is None:
             return
         call_id.set(self.session_id)
         try:
-            await self._setup(info)
+            detector, echo = await self._setup(info)
         except CallRefused as exc:
             log.warning("call refused: %s", exc.message)
             await self.transport.error(exc.code, exc.message, fatal=True)
@@ -164,35 +188,30 @@ class VoiceSession:
             return
         self.gw.metrics.calls.labels(self.transport.source).inc()
         stt = self.voice.stt.open_stream(on_partial=self.partials.send, input_rate=info.input_rate)
-        self.stt: STTStream = stt
         reason = "gone"
         try:
             async with asyncio.TaskGroup() as tg:
-                self.tg = tg
-                s = self.voice.settings
+                c = self.voice.config
+                echo_on = echo.name != "off"
                 rules = BargeInRules(
-                    s.barge_in_check_ms, s.barge_in_max_ms, phrase_set(s.backchannels), self.echo_on
+                    c.barge_in_check_ms, c.barge_in_max_ms, c.backchannels, echo_on
                 )
-                self.barge_in = BargeIn(rules, self.detector, stt, tg, self.echo)
-                self.input = InputPath(
-                    (info.input_rate, info.output_rate),
-                    self.detector,
-                    self.echo,
-                    stt,
-                    self.barge_in,
-                    self._turn_event,
-                    self.session_id,
+                barge_in = BargeIn(rules, detector, stt, tg, echo)
+                rates = (info.input_rate, info.output_rate)
+                inp = InputPath(
+                    rates, detector, echo, stt, barge_in, self._turn_event, self.session_id
                 )
+                self._parts = CallParts(detector, echo, stt, tg, barge_in, inp)
                 helpers = [
                     tg.create_task(self._process_turns()),
                     tg.create_task(self._watch_memory()),
-                    tg.create_task(self._watch_idle(self.input)),
+                    tg.create_task(self._watch_idle(inp)),
                     *(tg.create_task(watch()) for watch in self.watchers),
                 ]
                 if self.agent.greeting:
                     await self.turns.put(await self._greeting())
                 # own task for the input loop: a frame resumes a short chain (ASGI's is ~12 deep)
-                reason = await tg.create_task(self._input(self.input))
+                reason = await tg.create_task(self._input(inp))
                 await wind_down(self, reason)
                 for task in helpers:
                     task.cancel()
@@ -201,7 +220,7 @@ class VoiceSession:
             await refuse_waiting(
                 self.gw, self.agent_id, self.conversation_id, self.source, self.approvals.hung_up()
             )
-            self.gw.metrics.echo_frames.inc(self.echo.cancelled_s)
+            self.gw.metrics.echo_frames.inc(echo.cancelled_s)
             if self.turn_count and not self.conversation_gone:
                 event = call_end_event(
                     self.agent_id,
@@ -218,19 +237,19 @@ class VoiceSession:
             # what calls back into the call lets go of it: it dies by reference counting
             # (hundreds of hang-ups a minute otherwise wait for a full collection:
             # docs/benchmarks.md, `voice_soak`)
-            if self.input is not None:
-                self.input.detach()
+            if self._parts is not None:
+                self._parts.input.detach()
 
-    async def _setup(self, info: StartInfo) -> None:
+    async def _setup(self, info: StartInfo) -> tuple[TurnDetector, EchoCanceller]:
+        """The call's conversation opened and `session.started` sent: its detector and echo
+        canceller, as the gateway's turn settings and the call's options make them."""
         self.output_rate = info.output_rate
-        s = self.voice.settings
-        options, complaints = turn_options(s, self.transport.source, info.extra)
+        options, complaints = self.voice.config.turn_options(self.transport.source, info.extra)
         for message in complaints:
             await self.transport.error("invalid_option", f"{message}; using the default")
         eot = self.voice.new_end_of_turn(options.config)
-        self.detector = TurnDetector(self.voice.new_vad(), options.config, eot)
-        self.echo = create_canceller(options.echo)
-        self.echo_on = self.echo.name != "off"
+        detector = TurnDetector(self.voice.new_vad(), options.config, eot)
+        echo = create_canceller(options.echo)
         opened = await self.caller.open(self.gw.memory, self.agent, info, self.transport.source)
         self.conversation_id = opened.conversation.id
         self.identity_id = opened.identity_id
@@ -242,9 +261,10 @@ class VoiceSession:
             agent_id=self.agent_id,
             input_audio={"encoding": "pcm16", "sample_rate": info.input_rate},
             output_audio={"encoding": "pcm16", "sample_rate": info.output_rate},
-            **self.detector.options,
-            echo_cancellation=self.echo_on,
+            **detector.options,
+            echo_cancellation=echo.name != "off",
         )
+        return detector, echo
 
     async def _input(self, inp: InputPath) -> str:
         self.transport.audio_sink(inp.now)
@@ -280,30 +300,31 @@ class VoiceSession:
                 return "idle" if item.code == CLOSE_GOING_AWAY else "gone"
 
     async def _turn_event(self, ev: object) -> None:
+        p = self.parts
         if isinstance(ev, SpeechStarted):
             self._speech_start_ms = ev.at_ms
             await self.send("speech.started", at_ms=ev.at_ms)
         elif isinstance(ev, SpeechConfirmed):
-            await self.stt.feed(ev.audio)
-            self.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
+            await p.stt.feed(ev.audio)
+            p.barge_in.confirmed(self._speech_start_ms)  # over a reply: judged first
         elif isinstance(ev, PauseStarted):
-            d = self.detector
-            spec = self.stt.speculate(d.speculation_pad_ms, retry_looped=not self._reply_playing())
+            d, stt = p.detector, p.stt
+            spec = stt.speculate(d.speculation_pad_ms, retry_looped=not self._reply_playing())
             if spec is not None:
-                d.follow(ev.pause, spec, final=self.stt.speculation_final)
+                d.follow(ev.pause, spec, final=stt.speculation_final)
         elif isinstance(ev, SpeechStopped):
             await self.send("speech.stopped", at_ms=ev.at_ms)
             now = time.monotonic()
-            lag_s = (self.detector.now_ms - ev.at_ms) / 1000
+            lag_s = (p.detector.now_ms - ev.at_ms) / 1000
             self.gw.metrics.turn_ended(ev.verdict)
             # finish() now: the next utterance's audio must not leak into this transcript
-            transcript = self.tg.create_task(self._finish_stt(ev.speculated))
+            transcript = p.tg.create_task(self._finish_stt(ev.speculated))
             turn_id = self.partials.next()
             verdict = ev.verdict.as_dict() if ev.verdict is not None else None
             taking = {"end_of_turn_ms": float(ev.end_of_turn_ms), "end_of_turn": verdict}
             u = Utterance(transcript, turn_id, now - lag_s, now, taking)
-            if (overlap := self.barge_in.ended()) is not None:
-                u.judge = self.tg.create_task(self._judge(u, overlap))
+            if (overlap := p.barge_in.ended()) is not None:
+                u.judge = p.tg.create_task(self._judge(u, overlap))
             await self.turns.put(u)
         elif isinstance(ev, FalseStart):
             log.debug("false start at %d ms ignored", ev.at_ms)
@@ -312,7 +333,7 @@ class VoiceSession:
         return self.reply is not None and self.reply.playing
 
     async def _judge(self, u: Utterance, overlap: Overlap) -> None:
-        ignored = await self.barge_in.judge_final(u.transcript, overlap)
+        ignored = await self.parts.barge_in.judge_final(u.transcript, overlap)
         if ignored is not None:
             reason, text = ignored
             u.ignored = True
@@ -346,7 +367,7 @@ class VoiceSession:
                 turn = await self._user_turn(item) if isinstance(item, Utterance) else item
                 if turn is None:
                     continue
-                if self.detector.speaking and not turn.greeting:
+                if self.parts.detector.speaking and not turn.greeting:
                     # the caller is talking again: fold this utterance into the next one
                     self.carry_text = turn.text
                     continue
@@ -373,7 +394,7 @@ class VoiceSession:
     async def _finish_stt(self, speculated: bool = False) -> str | Exception:
         """STT result or its error (a task in the call's TaskGroup must not raise)."""
         try:
-            return await self.stt.finish(speculated=speculated)
+            return await self.parts.stt.finish(speculated=speculated)
         except Exception as exc:
             return exc
 
@@ -400,19 +421,19 @@ class VoiceSession:
         return u.turn(text, stt_ms, self.take_notes())
 
     async def _respond(self, turn: UserTurn) -> None:
-        reply = self.reply = Reply(self, turn)
-        self.barge_in.reply = reply
-        task = reply.start(self.tg, self._run_reply(reply))
+        p = self.parts
+        reply = self.reply = p.barge_in.reply = Reply(self, turn)
+        task = reply.start(p.tg, self._run_reply(reply))
         await asyncio.wait([task])
         if task.cancelled():
             reason = reply.interrupted or "barge_in"
             if reason == "barge_in":
                 self.gw.metrics.barge_ins.inc()
-            self.echo.clear()  # the caller will not hear the rest: no longer a reference
+            p.echo.clear()  # the caller will not hear the rest: no longer a reference
             await self.transport.clear_audio()
             await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1
-        self.reply = self.barge_in.reply = None
+        self.reply = p.barge_in.reply = None
         if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
             self.conversation_gone = True
             await self.transport.error(
@@ -440,7 +461,7 @@ class VoiceSession:
         """Close a call that sent nothing for VG_IDLE_TIMEOUT_S (1001); a reply in progress
         is activity too."""
         while True:
-            timeout = self.voice.settings.idle_timeout_s
+            timeout = self.voice.config.idle_timeout_s
             await asyncio.sleep(min(1.0, timeout / 4))
             if self.busy:
                 inp.last_rx = time.monotonic()
