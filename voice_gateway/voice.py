@@ -5,7 +5,6 @@ once, so nothing in a call reads the settings."""
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 from agents.voice import DEFAULT_FILLER
 from voice_gateway.pipeline.overlap import phrase_set
@@ -25,14 +24,14 @@ from voice_gateway.tts import create_tts
 from voice_gateway.tts.base import TTSProvider
 from voice_gateway.tts.fallback import FallbackTTS
 from voice_gateway.turns.config import TurnConfig
-from voice_gateway.turns.options import turn_options
 
 log = logging.getLogger(__name__)
 
 
 def voice_config(settings: Settings) -> VoiceConfig:
     return VoiceConfig(
-        turn_options=partial(turn_options, settings),
+        turn=TurnConfig.from_settings(settings),
+        echo_cancellation=settings.echo_cancellation,
         vad=settings.vad,
         vad_mode=settings.vad_mode,
         idle_timeout_s=settings.idle_timeout_s,

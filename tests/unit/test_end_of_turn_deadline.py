@@ -115,7 +115,6 @@ def test_a_call_s_own_waits_reach_its_policy() -> None:
     """session.start's turn_silence_ms / turn_max_silence_ms (turns/options.py) over the
     gateway's: the silence rule's time (and so smart's deadline) and smart's longest wait."""
     from voice_gateway.pipeline.services import PhraseCache, VoiceServices
-    from voice_gateway.turns.options import turn_options
     from voice_gateway.turns.policies import SilenceRule
     from voice_gateway.voice import voice_config
 
@@ -124,16 +123,16 @@ def test_a_call_s_own_waits_reach_its_policy() -> None:
     services._turn_model_tried = True
     services.turn_model = Scripted(0.5)
     asked = {"turn_detection": "smart", "turn_silence_ms": 300, "turn_max_silence_ms": 900}
-    eot = services.new_end_of_turn(turn_options(s, "voice", asked)[0].config)
+    eot = services.new_end_of_turn(voice_config(s).turn_options("voice", asked)[0].config)
     assert isinstance(eot, SmartTurn) and (eot.config.deadline_ms, eot.max_silence_ms) == (300, 900)
     # never under the pause the model judges
     longer = Settings(endpoint_silence_ms=700, turn_max_silence_ms=200, turn_min_silence_ms=300)
     eot = services.new_end_of_turn(
-        turn_options(longer, "voice", {"turn_detection": "smart"})[0].config
+        voice_config(longer).turn_options("voice", {"turn_detection": "smart"})[0].config
     )
     assert isinstance(eot, SmartTurn) and (eot.config.deadline_ms, eot.max_silence_ms) == (700, 300)
     asked = {"turn_detection": "vad", "turn_silence_ms": 250, "turn_max_silence_ms": 900}
-    rule = services.new_end_of_turn(turn_options(s, "voice", asked)[0].config)
+    rule = services.new_end_of_turn(voice_config(s).turn_options("voice", asked)[0].config)
     assert isinstance(rule, SilenceRule) and rule.first_ms == rule.max_silence_ms == 250
 
 

@@ -13,10 +13,10 @@ from tests.unit.test_end_of_turn_auto import detector
 from tests.unit.test_end_of_turn_text_wait import pause_then_text
 from voice_gateway.settings import Settings
 from voice_gateway.turns.config import TurnConfig
-from voice_gateway.turns.options import turn_options
 from voice_gateway.turns.text_eou import p_complete
 from voice_gateway.turns.transcript import text_complete
 from voice_gateway.turns.words import WordsSignal
+from voice_gateway.voice import voice_config
 
 
 def test_unfinished_words_hold_the_turn_whatever_the_voice_says() -> None:
@@ -95,5 +95,5 @@ def test_the_bands_are_turn_config_fields_with_bounds() -> None:
 def test_words_is_asked_for_by_name_and_auto_stays_the_default() -> None:
     s = Settings(database_url="sqlite+aiosqlite:///:memory:")
     assert s.turn_detection == "auto" and TurnConfig().detection == "auto"
-    got, errors = turn_options(s, "voice", {"turn_detection": "words"})
+    got, errors = voice_config(s).turn_options("voice", {"turn_detection": "words"})
     assert (got.config.detection, errors) == ("words", [])

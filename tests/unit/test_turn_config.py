@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from voice_gateway.settings import Settings
 from voice_gateway.turns.config import TurnConfig, field_of
-from voice_gateway.turns.options import CALL_OPTIONS, turn_options
+from voice_gateway.turns.options import CALL_OPTIONS
+from voice_gateway.voice import voice_config
 
 FIELDS = dataclasses.fields(TurnConfig)
 BOUNDED = [f for f in FIELDS if f.metadata["low"] is not None]
@@ -103,14 +104,18 @@ def test_a_calls_option_is_held_to_the_settings_bounds(option: str, name: str) -
     low, high = f.metadata["low"], f.metadata["high"]
     s = Settings()
     for good in (low, high):
-        got, errors = turn_options(s, "voice", {option: good, "turn_detection": "smart"})
+        got, errors = voice_config(s).turn_options(
+            "voice", {option: good, "turn_detection": "smart"}
+        )
         assert errors == [] and getattr(got.config, name) == good
         assert (
             getattr(TurnConfig.from_settings(Settings(**{f.metadata["setting"]: good})), name)
             == good
         )
     for bad in outside(f):
-        got, errors = turn_options(s, "voice", {option: bad, "turn_detection": "smart"})
+        got, errors = voice_config(s).turn_options(
+            "voice", {option: bad, "turn_detection": "smart"}
+        )
         assert errors == [f"{option} must be a whole number of milliseconds, {low} to {high}"]
         assert getattr(got.config, name) == getattr(TurnConfig.from_settings(s), name)
         assert got.config.detection == "smart"
@@ -118,7 +123,7 @@ def test_a_calls_option_is_held_to_the_settings_bounds(option: str, name: str) -
 
 def test_a_calls_options_start_from_the_gateways_settings() -> None:
     s = Settings(endpoint_silence_ms=700, turn_fade_db=-18.0, turn_detection="vad")
-    got, errors = turn_options(s, "phone", {"turn_max_silence_ms": "900"})
+    got, errors = voice_config(s).turn_options("phone", {"turn_max_silence_ms": "900"})
     assert errors == []
     assert (got.config.silence_ms, got.config.max_silence_ms) == (700, 900)
     assert (got.config.fade_db, got.config.detection, got.echo) == (-18.0, "vad", True)

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from voice_gateway.settings import Settings
-from voice_gateway.turns.options import turn_options
+from voice_gateway.voice import voice_config
 
 
 def options(source: str, extra: dict[str, Any] | None = None, **settings: Any) -> Any:
     values = {"database_url": "sqlite+aiosqlite:///:memory:", **settings}
-    return turn_options(Settings(**values), source, extra or {})
+    return voice_config(Settings(**values)).turn_options(source, extra or {})
 
 
 def waits(got: Any) -> tuple[str, int, int]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +13,7 @@ from voice_gateway.stt.base import STTProvider
 from voice_gateway.tts.base import TTSError, TTSProvider
 from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.model import SmartTurnModel, load_model
-from voice_gateway.turns.options import TurnOptions
+from voice_gateway.turns.options import EchoDefault, TurnOptions, turn_options
 from voice_gateway.turns.policies import policy_for
 from voice_gateway.turns.policy import EndOfTurn
 from voice_gateway.vad import create_vad
@@ -25,16 +24,14 @@ log = logging.getLogger(__name__)
 APOLOGY = "Sorry, something went wrong on my side. Could you say that again?"
 STT_APOLOGY = "Sorry, I didn't catch that. Could you say it again?"
 COMMON_RATES = (8000, 16000, 24000, 48000)
-# a call's turn-taking options over the gateway's (voice_gateway/turns/options.py
-# `turn_options`): (source, the call's options) -> (its options, complaints to send)
-TurnOptionsFor = Callable[[str, dict[str, Any]], tuple[TurnOptions, list[str]]]
 
 
 @dataclass(frozen=True, slots=True)
 class VoiceConfig:
     """What a call reads of the gateway's settings, built once at start."""
 
-    turn_options: TurnOptionsFor
+    turn: TurnConfig  # the gateway's turn-taking (a call's options go over it)
+    echo_cancellation: EchoDefault  # VG_ECHO_CANCELLATION
     vad: str  # VG_VAD, VG_VAD_MODE
     vad_mode: int
     idle_timeout_s: float  # a call that sends nothing for this long is closed
@@ -42,6 +39,10 @@ class VoiceConfig:
     barge_in_check_ms: int
     barge_in_max_ms: int
     backchannels: frozenset[str]  # VG_BACKCHANNELS, as phrases (overlap.py `phrase_set`)
+
+    def turn_options(self, source: str, extra: dict[str, Any]) -> tuple[TurnOptions, list[str]]:
+        """A call's turn-taking options over the gateway's, and the complaints to send."""
+        return turn_options(self.turn, self.echo_cancellation, source, extra)
 
 
 @dataclass

@@ -6,12 +6,11 @@ error event); the call keeps that option's default and the other options it aske
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from voice_gateway.turns.config import KNOWN_TURN_DETECTION, TurnConfig, field_of
 
-if TYPE_CHECKING:
-    from voice_gateway.settings import Settings
+EchoDefault = Literal["auto", "on", "off"]  # VG_ECHO_CANCELLATION; auto: on for phone calls
 
 # a call's option -> the TurnConfig field it sets (its bounds are that field's)
 CALL_OPTIONS = {f.metadata["option"]: f.name for f in fields(TurnConfig) if f.metadata["option"]}
@@ -24,9 +23,10 @@ class TurnOptions:
 
 
 def turn_options(
-    settings: Settings, source: str, extra: dict[str, Any]
+    base: TurnConfig, echo_default: EchoDefault, source: str, extra: dict[str, Any]
 ) -> tuple[TurnOptions, list[str]]:
-    """The call's options and the complaints to send as error events."""
+    """The call's options over the gateway's (`base`, `echo_default`), and the complaints to
+    send as error events."""
     errors: list[str] = []
     asked: dict[str, Any] = {}
 
@@ -40,9 +40,7 @@ def turn_options(
             asked[CALL_OPTIONS[option]] = value
 
     take("turn_detection")
-    echo = settings.echo_cancellation == "on" or (
-        settings.echo_cancellation == "auto" and source == "phone"
-    )
+    echo = echo_default == "on" or (echo_default == "auto" and source == "phone")
     raw = extra.get("echo_cancellation")
     if raw is not None:
         if isinstance(raw, bool):
@@ -54,7 +52,7 @@ def turn_options(
     for option in CALL_OPTIONS:
         if option != "turn_detection":
             take(option)
-    config = replace(TurnConfig.from_settings(settings), **asked)
+    config = replace(base, **asked)
     return TurnOptions(config, echo), errors
 
 
