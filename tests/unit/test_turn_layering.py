@@ -1,6 +1,7 @@
 """voice_gateway/turns stands alone: its modules import no other part of the gateway but the
 VAD interface (the settings build their turn fields from `TurnConfig`, never the other way),
-have no import circle, and the VAD state machine imports no policy. The STT imports only the transcript rules."""
+have no import circle, and the VAD state machine imports no policy. The STT imports only the
+transcript rules."""
 
 from __future__ import annotations
 
