@@ -3,9 +3,9 @@
 Twilio call answers the record `POST /v1/agents/{id}/calls` made (found by its CallSid).
 When a call leaves, its conversation, its caller key and how it ended are stored.
 
-End reasons known here: `server_shutdown` (the gateway drained the call) and whatever the
-session names in an `end_reason` attribute (`END_REASON_ATTR`: `agent_ended`, `idle`,
-`caller_hung_up`, ...); without one, the record says `completed`. A Twilio status callback
+End reasons: `server_shutdown` (the gateway drained the call), else the session's own
+`end_reason` (`caller_hung_up`, `caller_ended`, `idle`); without one, the record says
+`completed`. A Twilio status callback
 then refines an outbound call's outcome (routes/twilio.py)."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from memory.service import Memory
 from voice_gateway.live_calls import RecordedCall
 
 log = logging.getLogger(__name__)
-END_REASON_ATTR = "end_reason"  # a session that knows why it ended says so here
 TRANSPORTS = {  # transport class -> the record's transport
     "BrowserTransport": "browser",
     "TwilioTransport": "twilio",
@@ -57,7 +56,7 @@ class CallRecords:
         return record.id
 
     async def closed(self, call: RecordedCall, record_id: str, end_reason: str | None) -> None:
-        reason = end_reason or getattr(call, END_REASON_ATTR, None) or "completed"
+        reason = end_reason or call.end_reason or "completed"
         caller = None
         if call.identity_id is not None:
             try:

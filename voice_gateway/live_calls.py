@@ -38,6 +38,7 @@ class RecordedCall(LiveCall, Protocol):
     agent: AgentData
     conversation_id: str | None
     identity_id: str | None
+    end_reason: str | None  # how it ended, once it has
 
 
 class CallRecorder(Protocol):

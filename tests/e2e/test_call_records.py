@@ -48,4 +48,4 @@ async def test_browser_call_record_and_hang_up(vg: VoiceGateway) -> None:
     while len(await _records(vg, agent_id, "completed")) < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     second, _ = await _records(vg, agent_id, "completed")
-    assert second["id"] != live["id"] and second["end_reason"] == "completed"
+    assert second["id"] != live["id"] and second["end_reason"] == "caller_ended"

@@ -192,7 +192,7 @@ async def test_inbound_call_gets_a_record(pg: PhoneGateway) -> None:
     await call.stop()
     await call.hang_up()
     ended = await wait_record(pg, live["id"], "completed")
-    assert ended["status"] == "completed" and ended["end_reason"] == "completed"
+    assert ended["status"] == "completed" and ended["end_reason"] == "caller_hung_up"
     assert ended["caller"] == "+14155550100" and ended["conversation_id"]
     assert (
         pg.http.get("/v1/calls/", params={"status": "in-progress", "agent_id": agent_id}).json()

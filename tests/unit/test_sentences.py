@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_gateway.pipeline.sentences import SentenceSplitter, clean_for_speech
+from voice_gateway.pipeline.sentences import SentenceSplitter, clean_for_speech, last_sentence
 
 
 def split(text: str, step: int = 1) -> tuple[list[tuple[int, str]], str | None]:
@@ -100,3 +100,10 @@ def test_no_sentence_without_the_following_space_and_flush_keeps_the_tail() -> N
     assert s.flush() == "tail without end"
     assert s.flush() is None
     assert SentenceSplitter().push(". ") == []  # punctuation alone is not a sentence
+
+
+def test_last_sentence_is_what_the_callers_next_words_answer() -> None:
+    assert last_sentence("Sure. What is your phone number?") == "What is your phone number?"
+    assert last_sentence("Dr. Smith is in. Anything else?") == "Anything else?"
+    assert last_sentence("Hello there. I can help") == "I can help"  # cut off mid-sentence
+    assert last_sentence("") is None

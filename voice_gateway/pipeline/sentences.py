@@ -121,3 +121,12 @@ class SentenceSplitter:
         if word and len(word.group(1)) == 1 and word.group(1).isupper():  # an initial: "J. Smith"
             return True
         return dot + 1 < len(buf) and buf[dot + 1].isdigit()
+
+
+def last_sentence(text: str) -> str | None:
+    """The last sentence of `text`: of a reply the caller heard, the agent's question that the
+    caller's next words answer (the `words` turn policy reads them together)."""
+    splitter = SentenceSplitter(first_clause_words=0)
+    sentences = splitter.push(text)
+    rest = splitter.flush()
+    return rest or (sentences[-1] if sentences else None)

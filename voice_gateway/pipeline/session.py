@@ -46,6 +46,7 @@ from voice_gateway.pipeline.overlap import BargeIn, BargeInRules, Overlap
 from voice_gateway.pipeline.phone_drain import drain_phone
 from voice_gateway.pipeline.playout import Playout
 from voice_gateway.pipeline.reply import Reply, UserTurn
+from voice_gateway.pipeline.sentences import last_sentence
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
@@ -76,6 +77,8 @@ if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
 
 log = logging.getLogger(__name__)
+# why the input ended -> the call record's end reason
+ENDED_BY = {"gone": "caller_hung_up", "end": "caller_ended", "idle": "idle"}
 
 
 class Partials:
@@ -121,8 +124,11 @@ class VoiceSession:
         agent: AgentData,
         *,
         caller: CallerRule | None = None,
+        first_message: str | None = None,
     ) -> None:
         self.gw = gw
+        # the call's first words instead of the agent's greeting (an outbound call's)
+        self.first_message = first_message
         self.caller = caller or CallerRule()
         self.identity_id: str | None = None
         self.conversation_gone = False  # deleted during the call: no call-end event either
@@ -149,6 +155,7 @@ class VoiceSession:
         self.client_tools: list[ClientTool] = []
         self._speech_start_ms = 0
         self._parts: CallParts | None = None  # built when the call starts
+        self.end_reason: str | None = None  # how the call ended (its call record's end reason)
 
     @property
     def parts(self) -> CallParts:
@@ -208,10 +215,11 @@ class VoiceSession:
                     tg.create_task(self._watch_idle(inp)),
                     *(tg.create_task(watch()) for watch in self.watchers),
                 ]
-                if self.agent.greeting:
+                if self.first_message or self.agent.greeting:
                     await self.turns.put(await self._greeting())
                 # own task for the input loop: a frame resumes a short chain (ASGI's is ~12 deep)
                 reason = await tg.create_task(self._input(inp))
+                self.end_reason = ENDED_BY.get(reason, reason)
                 await wind_down(self, reason)
                 for task in helpers:
                     task.cancel()
@@ -434,6 +442,7 @@ class VoiceSession:
             await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1
         self.reply = p.barge_in.reply = None
+        p.detector.question = last_sentence(reply.heard())  # what the caller's words answer
         if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
             self.conversation_gone = True
             await self.transport.error(
@@ -472,7 +481,9 @@ class VoiceSession:
     async def _greeting(self) -> UserTurn:
         from agents.greeting import render_greeting
 
-        text = await render_greeting(self.gw.memory, self.agent, self.identity_id)
+        text = self.first_message or await render_greeting(
+            self.gw.memory, self.agent, self.identity_id
+        )
         return UserTurn(text, new_id("turn"), greeting=True)
 
     def take_notes(self) -> list[str]:

@@ -12,7 +12,6 @@ from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import Connect, VoiceResponse
 
 from memory.calls import CallStore
-from memory.ids import new_id
 from memory.models import NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
@@ -20,7 +19,6 @@ from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway, gateway_of
 from voice_gateway.pipeline.callers import CallerRule
-from voice_gateway.pipeline.reply import UserTurn
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
     CLOSE_INTERNAL,
@@ -177,14 +175,8 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         return
     rule = CallerRule(bound=bound, platform_call_id=True)
     first = await _first_message(gw, info.extra.get("call_id"), agent.id, bound)
-    if first is not None:  # an outbound call greets the person called by its first_message
-        greeted = GreetedSession(
-            gw, gw.voice, transport, agent.model_copy(update={"greeting": first}), caller=rule
-        )
-        greeted.first_message = first
-        session: VoiceSession = greeted
-    else:
-        session = VoiceSession(gw, gw.voice, transport, agent, caller=rule)
+    # an outbound call greets the person called by its first_message
+    session = VoiceSession(gw, gw.voice, transport, agent, caller=rule, first_message=first)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info, ticket)
@@ -192,17 +184,6 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         if transport.dropped:
             log.info("twilio stream %s: dropped frames %s", transport.stream_sid, transport.dropped)
         await transport.close(CLOSE_NORMAL, "call ended")  # no-op if already closed
-
-
-class GreetedSession(VoiceSession):
-    """A call whose first words are a given message (an outbound call's `first_message`)
-    instead of the agent's greeting. The agent passed in carries the message as its
-    `greeting`, so the session speaks one."""
-
-    first_message: str = ""
-
-    async def _greeting(self) -> UserTurn:
-        return UserTurn(self.first_message, new_id("turn"), greeting=True)
 
 
 async def _first_message(
