@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.blocks import compile_blocks
+from memory.ids import default_conversation_id
 from memory.models import AgentData, MessageData
 
 DEFAULT_SYSTEM = (
@@ -72,6 +73,22 @@ class PromptCache:
     def forget(self, agent_id: str) -> None:
         for k in [k for k in self._cache if k[0] == agent_id]:
             del self._cache[k]
+
+
+def memory_metadata(agent: AgentData, conversation_id: str) -> str:
+    """Letta's `<memory_metadata>` section of a text conversation's prompt: the ids a model may
+    hand to tools (the agent's default conversation is `default`, as Letta names it) and when
+    the prompt's parts last changed. Stable between changes, so a provider's prompt cache
+    still holds."""
+    changed = max([agent.updated_at, *(b.updated_at for b in agent.blocks if b.updated_at)])
+    conv = "default" if conversation_id == default_conversation_id(agent.id) else conversation_id
+    return (
+        "<memory_metadata>\n"
+        f"- AGENT_ID: {agent.id}\n"
+        f"- CONVERSATION_ID: {conv}\n"
+        f"- System prompt last recompiled: {changed:%Y-%m-%d %I:%M:%S %p} UTC\n"
+        "</memory_metadata>"
+    )
 
 
 _KIND = operator.attrgetter("kind")

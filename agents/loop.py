@@ -12,7 +12,15 @@ from typing import Any
 
 from agents.approvals import Answer, ClientTool, NotWaiting, pending_in
 from agents.compiled import ContextCompiler
-from agents.context import CONSULT, TEXT, Mode, PromptCache, order_context, to_openai
+from agents.context import (
+    CONSULT,
+    TEXT,
+    Mode,
+    PromptCache,
+    memory_metadata,
+    order_context,
+    to_openai,
+)
 from agents.events import (
     AgentEvent,
     ApprovalRequest,
@@ -363,6 +371,8 @@ class AgentLoop:
         messages; the history's conversion is extended from the conversation's previous step."""
         agent, mode = run.agent, run.inp.mode
         text = self.prompts.get(agent, mode, run.identity_id)
+        if mode is TEXT:
+            text = f"{text}\n\n{memory_metadata(agent, run.conversation_id)}"
         if run.rules_text:
             text = f"{text}\n\n<tool_usage_rules>\n{run.rules_text}\n</tool_usage_rules>"
         system: dict[str, Any] = {"role": "system", "content": text}

@@ -76,9 +76,16 @@ class AgentStore:
         self._turns: OrderedDict[str, tuple[list[Row], AgentData]] = OrderedDict()
 
     async def create(
-        self, *, user_id: str | None, blocks: Sequence[BlockSpec], **fields: Any
+        self,
+        *,
+        user_id: str | None,
+        blocks: Sequence[BlockSpec],
+        agent_id: str | None = None,
+        **fields: Any,
     ) -> AgentData:
-        agent_id = new_id("agent")
+        """A new agent; `agent_id` given: that id (a sleeptime agent's is derived from its
+        primary's), else a fresh one."""
+        agent_id = agent_id or new_id("agent")
         values = {k: v for k, v in fields.items() if k in AGENT_FIELDS}
         values["metadata_"] = values.pop("metadata", None) or {}
         async with self.db.write() as s:

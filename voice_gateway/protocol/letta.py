@@ -86,6 +86,7 @@ class AgentCreate(_Body):
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
+    enable_sleeptime: bool | None = None  # a sleeptime agent sharing its blocks (Letta's)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -109,6 +110,7 @@ class AgentUpdate(_Body):
     voice_default: bool | None = None
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
+    enable_sleeptime: bool | None = None
 
 
 class AnswerIn(_Body):

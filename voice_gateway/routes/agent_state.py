@@ -12,6 +12,7 @@ from memory.ids import default_conversation_id
 from memory.models import AgentData
 from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import agent_json, custom_tool_json, tool_json
+from voice_gateway.protocol.letta_groups import SLEEPTIME_OF, group_json, sleeptime_agent_id
 from voice_gateway.protocol.letta_sources import folder_json
 
 
@@ -30,10 +31,23 @@ async def agent_tools_json(request: Request, agent: AgentData) -> list[dict[str,
 
 async def agent_out(request: Request, agent: AgentData) -> dict[str, Any]:
     """The agent as Letta's AgentState; `message_ids`: its default conversation's context;
-    `sources`: the folders attached to it."""
+    `sources`: the folders attached to it; `multi_agent_group`: its sleeptime group."""
     gw = gateway_of(request)
     tools = await agent_tools_json(request, agent)
     ids = await gw.memory.conversations.in_context_ids(default_conversation_id(agent.id))
     out = agent_json(agent, tools, gw.settings.context_token_budget, ids)
     out["sources"] = [folder_json(f) for f in await gw.memory.folders.agent_folders(agent.id)]
+    out["enable_sleeptime"] = False
+    out["multi_agent_group"] = None
+    if agent.metadata.get(SLEEPTIME_OF) and agent.id == sleeptime_agent_id(
+        str(agent.metadata[SLEEPTIME_OF])
+    ):
+        out["agent_type"] = "sleeptime_agent"
+    else:
+        helper_id = sleeptime_agent_id(agent.id)
+        if await gw.memory.agents.exists(helper_id):
+            helper = await gw.memory.agents.get(helper_id)
+            if helper.metadata.get(SLEEPTIME_OF) == agent.id:
+                out["enable_sleeptime"] = True
+                out["multi_agent_group"] = group_json(agent, helper)
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from agents.context import TEXT, order_context
+from agents.context import TEXT, memory_metadata, order_context
 from memory.ids import new_id
 from memory.models import AgentData, ConversationData, MessageData, NotFound
 from voice_gateway.errors import ApiError
@@ -115,7 +115,7 @@ async def recompile(gw: Gateway, agent: AgentData, conv: ConversationData, dry_r
     seen = await gw.memory.agents.get(agent.id, identity_id=conv.identity_id)
     if not dry_run:
         gw.loop.prompts.forget(agent.id)
-    text: str = gw.loop.prompts.get(seen, TEXT, conv.identity_id)
+    text = _text_prompt(gw, seen, conv.id, conv.identity_id)
     if not dry_run:
         await gw.memory.conversations.set_system(conv.id, agent.id, conv.identity_id, text)
     return text
@@ -125,5 +125,11 @@ async def system_message(gw: Any, agent_id: str, conversation_id: str, caller: s
     """Store a new conversation's system message (Letta lists one first): the prompt as the
     conversation's caller sees it now."""
     seen = await gw.memory.agents.get(agent_id, identity_id=caller)
-    text = gw.loop.prompts.get(seen, TEXT, caller)
+    text = _text_prompt(gw, seen, conversation_id, caller)
     await gw.memory.conversations.set_system(conversation_id, agent_id, caller, text)
+
+
+def _text_prompt(gw: Any, seen: AgentData, conversation_id: str, caller: str | None) -> str:
+    """The prompt a text turn of the conversation gets (agents/loop.py adds the same)."""
+    base: str = gw.loop.prompts.get(seen, TEXT, caller)
+    return f"{base}\n\n{memory_metadata(seen, conversation_id)}"

@@ -21,6 +21,7 @@ from voice_gateway.protocol.letta import (
 )
 from voice_gateway.protocol.openai_chat import CHAT_ROLES
 from voice_gateway.routes.rest_generate import GenerateRequest
+from voice_gateway.routes.rest_groups import GroupUpdate
 from voice_gateway.routes.rest_mcp import McpServerIn, McpServerPatch, ToolRunIn
 from voice_gateway.routes.rest_tool_actions import ToolRun, ToolSearch
 
@@ -109,6 +110,10 @@ RESPONSES: dict[str, Schema] = {
         }
     ),
     "BlockChange": obj({"created_at": STR}),
+    "Group": obj(
+        {"id": STR, "manager_type": {"const": "sleeptime"}, "agent_ids": arr(STR)},
+        {"description": STR, "sleeptime_agent_frequency": INT, "shared_block_ids": arr(STR)},
+    ),
     "Health": obj({"status": STR, "version": STR}),
     "VoiceSession": obj({"session_token": STR, "url": STR}, {"expires_at": {}}),
     "OpenAIError": obj({"error": obj({"message": STR, "type": STR})}),
@@ -182,6 +187,10 @@ OPS: dict[tuple[str, str], Op] = {
     ("generate_route", "post"): Op(
         GenerateRequest, response=obj({"content": STR, "model": STR, "usage": OBJ})
     ),
+    ("list_groups", "get"): Op(query=(q("manager_type", STR),), response=arr(ref("Group"))),
+    ("get_group", "get"): Op(response=ref("Group")),
+    ("update_group", "patch"): Op(GroupUpdate, response=ref("Group")),
+    ("delete_group", "delete"): Op(response=ref("Error")),
     ("preview_route", "post"): Op(
         MessagesRequest, response=obj({"model": STR, "messages": arr(OBJ)})
     ),

@@ -20,6 +20,7 @@ from voice_gateway.routes import (
     conversation_access,
     rest_agent_files,
     rest_generate,
+    rest_groups,
     rest_mcp,
     rest_memory,
     rest_messages,
@@ -77,6 +78,8 @@ async def create_agent(request: Request) -> JSONResponse:
     embedding = body.embedding or (chosen if chosen != LOCAL_HANDLE else "")
     by_id = await rest_tools.tool_names_of(request, body.tool_ids or [], principal.user_id)
     base = BASE_TOOLS if body.include_base_tools else []
+    if body.enable_sleeptime:  # its sleeptime agent edits memory instead (Letta's)
+        base = [t for t in base if t not in rest_groups.MEMORY_EDIT_TOOLS]
     tools = list(dict.fromkeys([*base, *(body.tools or []), *by_id]))
     await _check_handles(request, model, embedding or None, tools, principal.user_id)
     shared = SharedBlocks(gw.memory.db, gw.memory.blocks)
@@ -124,6 +127,8 @@ async def create_agent(request: Request) -> JSONResponse:
         await gw.memory.folders.set_attached(agent.id, folder.id, True)
     if attach or folders:
         agent = await gw.memory.agents.get(agent.id)
+    if body.enable_sleeptime:
+        await rest_groups.enable(gw, agent)
     default = default_conversation_id(agent.id)
     await conversation_access.system_message(gw, agent.id, default, None)
     if body.initial_message_sequence:  # Letta's: the agent's context starts with these
@@ -184,6 +189,7 @@ async def update_agent(request: Request) -> JSONResponse:
         if v is not None or k in CLEARABLE
     }
     fields.pop("tool_ids", None)
+    sleeptime = fields.pop("enable_sleeptime", None)
     if body.tools is not None:
         fields.pop("tools", None)
         fields["tool_names"] = body.tools
@@ -194,6 +200,10 @@ async def update_agent(request: Request) -> JSONResponse:
     if "context_window_limit" in fields:
         fields["context_window"] = fields.pop("context_window_limit")
     updated = await gw.memory.agents.update(agent.id, **fields)
+    if sleeptime is True:
+        await rest_groups.enable(gw, updated)
+    elif sleeptime is False:
+        await rest_groups.disable(gw, agent.id)
     gw.loop.prompts.forget(agent.id)
     return JSONResponse(await agent_out(request, updated))
 
@@ -202,6 +212,7 @@ async def delete_agent(request: Request) -> Response:
     """Delete an agent and everything it remembers."""
     gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
+    await rest_groups.disable(gw, agent.id)  # its sleeptime agent goes with it (Letta's)
     await gw.memory.agents.delete(agent.id)
     gw.loop.prompts.forget(agent.id)
     return JSONResponse({"detail": f"agent {agent.id} deleted"})
@@ -225,6 +236,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
         *rest_messages.routes(),
         *rest_generate.routes(),
+        *rest_groups.routes(),
         *rest_memory.routes(),
         *rest_tool_actions.routes(),
         *rest_tools.routes(),

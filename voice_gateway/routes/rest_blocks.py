@@ -14,6 +14,7 @@ from memory.shared_blocks import SharedBlocks
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta_callers import BlockCreate, SharedBlockUpdate, shared_block_json
+from voice_gateway.routes import rest_groups
 from voice_gateway.routes.agent_state import agent_out
 from voice_gateway.routes.http import parse_body, query_choice, query_int
 
@@ -118,6 +119,7 @@ async def attach_block(request: Request) -> JSONResponse:
     block = await _block(request, request.path_params["block_id"])
     if await _store(request).attach(block, agent.id):
         await _notify(request, block, [agent.id])
+    await rest_groups.follow_attach(gw, agent.id, block.id, attached=True)
     return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 
@@ -128,6 +130,7 @@ async def detach_block(request: Request) -> JSONResponse:
     block = await _block(request, request.path_params["block_id"])
     await _store(request).detach(block.id, agent.id)
     await _notify(request, block, [agent.id])
+    await rest_groups.follow_attach(gw, agent.id, block.id, attached=False)
     return JSONResponse(await agent_out(request, await gw.memory.agents.get(agent.id)))
 
 

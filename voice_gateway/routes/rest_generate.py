@@ -14,11 +14,12 @@ from starlette.routing import BaseRoute, Route
 from agents.direct import generate, preview
 from agents.llm import LLMError
 from voice_gateway.errors import ApiError
+from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import MessagesRequest, _Body
 from voice_gateway.routes.http import parse_body
 
 if TYPE_CHECKING:
-    from voice_gateway.gateway import Gateway, gateway_of
+    from voice_gateway.gateway import Gateway
 
 
 class GenerateRequest(_Body):
