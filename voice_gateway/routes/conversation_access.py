@@ -121,7 +121,7 @@ async def recompile(gw: Gateway, agent: AgentData, conv: ConversationData, dry_r
     return text
 
 
-async def system_message(gw: Any, agent_id: str, conversation_id: str, caller: str | None) -> None:
+async def system_message(gw: Gateway, agent_id: str, conversation_id: str, caller: str | None) -> None:
     """Store a new conversation's system message (Letta lists one first): the prompt as the
     conversation's caller sees it now."""
     seen = await gw.memory.agents.get(agent_id, identity_id=caller)
@@ -129,7 +129,7 @@ async def system_message(gw: Any, agent_id: str, conversation_id: str, caller: s
     await gw.memory.conversations.set_system(conversation_id, agent_id, caller, text)
 
 
-def _text_prompt(gw: Any, seen: AgentData, conversation_id: str, caller: str | None) -> str:
+def _text_prompt(gw: Gateway, seen: AgentData, conversation_id: str, caller: str | None) -> str:
     """The prompt a text turn of the conversation gets (agents/loop.py adds the same)."""
     base: str = gw.loop.prompts.get(seen, TEXT, caller)
     return f"{base}\n\n{memory_metadata(seen, conversation_id)}"
