@@ -121,7 +121,9 @@ async def recompile(gw: Gateway, agent: AgentData, conv: ConversationData, dry_r
     return text
 
 
-async def system_message(gw: Gateway, agent_id: str, conversation_id: str, caller: str | None) -> None:
+async def system_message(
+    gw: Gateway, agent_id: str, conversation_id: str, caller: str | None
+) -> None:
     """Store a new conversation's system message (Letta lists one first): the prompt as the
     conversation's caller sees it now."""
     seen = await gw.memory.agents.get(agent_id, identity_id=caller)
