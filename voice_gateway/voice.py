@@ -62,7 +62,7 @@ async def open_voice(settings: Settings) -> VoiceServices:
     await phrases.warm((DEFAULT_FILLER, APOLOGY, STT_APOLOGY))
     services = VoiceServices(voice_config(settings), stt=stt, tts=tts, phrases=phrases)
     if settings.turn_detection != "vad":  # load (or warn) at start, not on a first call
-        services.new_end_of_turn(TurnConfig.from_settings(settings))
+        services.new_end_of_turn(services.config.turn)
     log.info("speech models ready")
     return services
 
