@@ -63,7 +63,7 @@ def test_whisper_decodes_as_many_calls_at_once_as_it_has_workers() -> None:
     whatever the size of the decode pool (voice_gateway/stt/whisper.py)."""
     code = (
         "import asyncio\n"
-        "from voice_gateway.pipeline.services import _stt\n"
+        "from voice_gateway.voice import _stt\n"
         "from voice_gateway.settings import Settings\n"
         "from voice_gateway.stt import whisper\n"
         "stt = _stt(Settings(stt_workers=3, stt_threads=1), 'whisper')\n"

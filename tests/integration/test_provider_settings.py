@@ -18,7 +18,7 @@ from tests.support.fake_openai_audio import AudioState, add_audio_routes
 from tests.support.gateway_proc import ROOT, base_env, vg_command
 from tests.support.servers import serve
 from tests.support.speech import silence, speak
-from voice_gateway.pipeline.services import _stt, _tts
+from voice_gateway.voice import _stt, _tts
 from voice_gateway.provider_check import (
     ProviderSettingError,
     check_provider_settings,
