@@ -18,7 +18,6 @@ from tests.support.fake_openai_audio import AudioState, add_audio_routes
 from tests.support.gateway_proc import ROOT, base_env, vg_command
 from tests.support.servers import serve
 from tests.support.speech import silence, speak
-from voice_gateway.voice import _stt, _tts
 from voice_gateway.provider_check import (
     ProviderSettingError,
     check_provider_settings,
@@ -27,6 +26,7 @@ from voice_gateway.provider_check import (
     openai_tts_voices,
 )
 from voice_gateway.settings import Settings
+from voice_gateway.voice import _stt, _tts
 
 BAD = [
     ({"VG_TTS": "espeak", "VG_ESPEAK_VOICE": "elvish"}, "VG_ESPEAK_VOICE"),
