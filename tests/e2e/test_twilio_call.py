@@ -94,9 +94,9 @@ async def test_phone_call(pg: PhoneGateway, artifacts_dir: Path) -> None:
     write_wav(str(artifacts_dir / "twilio_reply_8k.wav"), audio, 8000)
     # tiny.en is weak on 8 kHz espeak: even a clean 8 kHz rendering of ANSWER (no mu-law, no
     # gateway) comes back as "I can't meet you, Alice. Free and vegan coming right up", and the
-    # stream's rendering varies from call to call by where the resampler's chunks fall ("we're
-    # in the incoming right arm"). So the reply is identified by the words every 8 kHz
-    # rendering keeps, not by a WER bound.
+    # streamed reply's samples differ from one call to the next (two passing calls: 18,570 of
+    # 28,800 samples), which tiny.en once heard as "we're in the incoming right arm". So the
+    # reply is identified by the words every 8 kHz rendering keeps, not by a WER bound.
     heard = (await transcribe_on(pg.server, audio)).lower()
     assert "alice" in heard and "coming right" in heard, heard
 
