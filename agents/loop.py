@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.approvals import Answer, ClientTool, NotWaiting, pending_in
+from agents.approvals import NotWaiting, pending_in
 from agents.compiled import ContextCompiler
 from agents.context import (
     CONSULT,
@@ -51,47 +51,15 @@ from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
 from agents.tools.mcp_tools import McpTools
 from agents.tools.registry import Tool, ToolRegistry
-from agents.tools.sandbox import Sandbox, SandboxConfig
-from agents.tools.staging import StagedMemory
+from agents.tools.sandbox import Sandbox
+from agents.turn_input import LoopConfig, TurnInput
 from memory.ids import default_conversation_id, new_id, utcnow
-from memory.models import AgentData, MessageData, Source, ToolCallData, TranscriptEvent
+from memory.models import AgentData, MessageData, ToolCallData, TranscriptEvent
 from memory.raw import Stmt
 from memory.runs import RunRecord, StepRecord, record_stmts
 from memory.service import Memory
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class LoopConfig:
-    max_steps: int = 6
-    context_token_budget: int = 6000
-    tool_timeout_s: float = 30.0
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)  # custom tools
-
-
-@dataclass(slots=True)
-class TurnInput:
-    text: str
-    mode: Mode = TEXT
-    conversation_id: str | None = None  # None: the agent's default conversation
-    identity_id: str | None = None  # runs that store nothing (sleeptime): whose blocks to see
-    turn_id: str | None = None
-    source: Source = "text"
-    notes: list[str] = field(default_factory=list)  # e.g. "caller pressed 1"
-    publish: bool = True  # write the finished turn to the transcript outbox
-    source_event_id: str | None = None
-    max_steps: int | None = None
-    model: str | None = None  # a model handle other than the agent's (sleeptime may use its own)
-    staged: StagedMemory | None = None  # sleeptime: stage memory edits, the caller commits them
-    llm_timeout_s: float | None = None  # voice: a short wait for the model (LLMRequest.timeout_s)
-    record: bool | None = None  # keep a run record (None: when the mode stores messages)
-    otid: str | None = None  # the client's offline threading id of the input message
-    # answers to the conversation's waiting calls (agents/approvals.py); with them the run
-    # starts by running (or refusing) those calls, and `text` is not a message
-    answers: list[Answer] | None = None
-    answers_only: bool = False  # store the answers' results, then stop (a call that hung up)
-    client_tools: list[ClientTool] = field(default_factory=list)
 
 
 @dataclass(slots=True)
