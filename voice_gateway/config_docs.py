@@ -20,7 +20,9 @@ from voice_gateway.settings import Settings
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 REGENERATE = "python -m voice_gateway.config_docs --write"
 
-# the first field of each section, in the order of voice_gateway/settings.py
+# each section of the page, in the page's order, by its first field: a section runs to the next
+# one's first field in `Settings.model_fields` order, where voice_gateway/provider_keys.py's
+# fields (a base class's) come before settings.py's own
 SECTIONS = {
     "host": "Server",
     "stt": "Providers",
@@ -98,12 +100,26 @@ def type_name(field: FieldInfo) -> str:
     return str(kind).replace("typing.", "") if get_args(kind) else getattr(kind, "__name__", "")
 
 
+def sections() -> list[tuple[str, list[str]]]:
+    """Each section's title and the names of its fields, in the page's order."""
+    names = list(Settings.model_fields)
+    if names[0] not in SECTIONS:
+        raise ValueError(f"setting {names[0]!r} comes before the first field of any section")
+    fields: dict[str, list[str]] = {}
+    for name in names:
+        if name in SECTIONS:
+            current = fields[name] = []
+        current.append(name)
+    return [(title, fields[first]) for first, title in SECTIONS.items()]
+
+
 def render() -> str:
     parts = [HEADER]
-    for name, field in Settings.model_fields.items():
-        if name in SECTIONS:
-            parts.append(f"\n## {SECTIONS[name]}\n")
-        parts.append(entry(name, field, type_name(field)))
+    for title, names in sections():
+        parts.append(f"\n## {title}\n")
+        for name in names:
+            field = Settings.model_fields[name]
+            parts.append(entry(name, field, type_name(field)))
     return "\n".join(parts) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""Configuration from the environment (prefix VG_). The only module that reads the env.
+"""Configuration from the environment (prefix VG_). The only module that reads the env, with
+its base class voice_gateway/provider_keys.py (the LLM providers besides OpenAI).
 
 Every field's `description` is its entry in docs/configuration.md
 (`python -m voice_gateway.config_docs --write` regenerates that page)."""
@@ -7,24 +8,19 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-from agents.llm.providers import ProviderEndpoint
+from voice_gateway.provider_keys import ProviderKeys, env_field
 from voice_gateway.turns.config import Detection, setting_field
 
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
 
-def _env(name: str, description: str) -> Any:
-    """A setting read from Letta's own variable name (e.g. ANTHROPIC_API_KEY) or VG_<name>."""
-    return Field(None, validation_alias=AliasChoices(name, f"VG_{name}"), description=description)
-
-
-class Settings(BaseSettings):
+class Settings(ProviderKeys):
     """Every knob of the gateway. Defaults give an embedded, offline server on loopback."""
 
     model_config = SettingsConfigDict(env_prefix="VG_", env_file=None, extra="ignore")
@@ -101,48 +97,13 @@ class Settings(BaseSettings):
     deepgram_base_url: str | None = Field(
         None, description="Deepgram's endpoint; tests point the SDK at a loopback server."
     )
-    # LLM providers besides OpenAI, by Letta's variable names (docs/rest_api.md, "Models and
-    # providers"); a *_BASE_URL of a cloud vendor overrides its public endpoint
-    anthropic_api_key: str | None = _env(
-        "ANTHROPIC_API_KEY", "`anthropic/<model>` handles, through Anthropic's SDK."
-    )
-    anthropic_base_url: str | None = _env("ANTHROPIC_BASE_URL", "Anthropic's endpoint.")
-    gemini_api_key: str | None = _env("GEMINI_API_KEY", "`google_ai/<model>` handles.")
-    gemini_base_url: str | None = _env("GEMINI_BASE_URL", "Gemini's endpoint.")
-    groq_api_key: str | None = _env("GROQ_API_KEY", "`groq/<model>` handles.")
-    groq_base_url: str | None = _env("GROQ_BASE_URL", "Groq's endpoint.")
-    together_api_key: str | None = _env("TOGETHER_API_KEY", "`together/<model>` handles.")
-    together_base_url: str | None = _env("TOGETHER_BASE_URL", "Together's endpoint.")
-    mistral_api_key: str | None = _env("MISTRAL_API_KEY", "`mistral/<model>` handles.")
-    mistral_base_url: str | None = _env("MISTRAL_BASE_URL", "Mistral's endpoint.")
-    azure_api_key: str | None = _env(
-        "AZURE_API_KEY", "`azure/<deployment>` handles (with `AZURE_BASE_URL`)."
-    )
-    azure_base_url: str | None = _env(
-        "AZURE_BASE_URL", "The Azure OpenAI resource, `https://<resource>.openai.azure.com`."
-    )
-    ollama_base_url: str | None = _env(
-        "OLLAMA_BASE_URL", "`ollama/<model>` handles, e.g. `http://localhost:11434`."
-    )
-    vllm_api_base: str | None = _env(
-        "VLLM_API_BASE", "`vllm/<model>` handles, e.g. `http://localhost:8000`."
-    )
-    lmstudio_base_url: str | None = _env(
-        "LMSTUDIO_BASE_URL", "`lmstudio/<model>` handles, e.g. `http://localhost:1234`."
-    )
-    llamacpp_base_url: str | None = _env(
-        "LLAMACPP_BASE_URL", "`llamacpp/<model>` handles, e.g. `http://localhost:8080`."
-    )
-    sglang_api_base: str | None = _env(
-        "SGLANG_API_BASE", "`sglang/<model>` handles, e.g. `http://localhost:30000`."
-    )
-    twilio_auth_token: str | None = _env(
+    twilio_auth_token: str | None = env_field(
         "TWILIO_AUTH_TOKEN",
         "Twilio auth token: the signature check of Twilio's requests, and (with "
         "`TWILIO_ACCOUNT_SID`) the password of Twilio's REST API for outbound calls and "
         "hang-ups. `VG_TWILIO_AUTH_TOKEN` is accepted too.",
     )
-    twilio_account_sid: str | None = _env(
+    twilio_account_sid: str | None = env_field(
         "TWILIO_ACCOUNT_SID",
         "Twilio account SID (`AC...`): with the auth token, enables outbound calls "
         "(`POST /v1/agents/{id}/calls`) and hang-ups over Twilio's REST API.",
@@ -456,29 +417,6 @@ class Settings(BaseSettings):
             *(p.api_key for p in self.llm_providers().values()),
         )
         return [v for v in values if v]
-
-    def llm_providers(self) -> dict[str, ProviderEndpoint]:
-        """The LLM providers besides OpenAI that are configured: a cloud vendor by its key
-        (Azure also by its resource URL), a local server by its URL."""
-        keyed = {
-            "anthropic": (self.anthropic_api_key, self.anthropic_base_url),
-            "google_ai": (self.gemini_api_key, self.gemini_base_url),
-            "groq": (self.groq_api_key, self.groq_base_url),
-            "together": (self.together_api_key, self.together_base_url),
-            "mistral": (self.mistral_api_key, self.mistral_base_url),
-        }
-        out = {n: ProviderEndpoint(k, url) for n, (k, url) in keyed.items() if k}
-        if self.azure_api_key and self.azure_base_url:
-            out["azure"] = ProviderEndpoint(self.azure_api_key, self.azure_base_url)
-        local = {
-            "ollama": self.ollama_base_url,
-            "vllm": self.vllm_api_base,
-            "lmstudio": self.lmstudio_base_url,
-            "llamacpp": self.llamacpp_base_url,
-            "sglang": self.sglang_api_base,
-        }
-        out.update({n: ProviderEndpoint(None, url) for n, url in local.items() if url})
-        return out
 
     @property
     def espeak_voice_name(self) -> str:
