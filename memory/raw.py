@@ -134,6 +134,9 @@ def configure_sqlite(conn: Any, busy_timeout_ms: int = 30000) -> None:
     cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
+    # a deleted or rewritten row's bytes are zeroed, not left in free space (memory.scrub);
+    # some builds default to it, this makes it so on all
+    cur.execute("PRAGMA secure_delete=ON")
     cur.execute("PRAGMA journal_mode")
     if str(cur.fetchone()[0]).lower() != "wal":
         cur.execute("PRAGMA journal_mode=WAL")

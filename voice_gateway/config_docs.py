@@ -102,13 +102,13 @@ def type_name(field: FieldInfo) -> str:
 
 def sections() -> list[tuple[str, list[str]]]:
     """Each section's title and the names of its fields, in the page's order."""
-    names = list(Settings.model_fields)
-    if names[0] not in SECTIONS:
-        raise ValueError(f"setting {names[0]!r} comes before the first field of any section")
     fields: dict[str, list[str]] = {}
-    for name in names:
+    current: list[str] = []
+    for name in Settings.model_fields:
         if name in SECTIONS:
             current = fields[name] = []
+        elif not fields:
+            raise ValueError(f"setting {name!r} comes before the first field of any section")
         current.append(name)
     return [(title, fields[first]) for first, title in SECTIONS.items()]
 

@@ -1,8 +1,9 @@
 """Right to erasure of one caller: their running turns are cancelled, then their
 conversations, messages, own blocks, caller-scoped passages, queued transcript events and
-sleeptime state go in one transaction (IdentityStore.erase); the transcript stream entries of
-their turns leave Redis (`vg:transcripts` and its dead-letter stream); in-process caches that
-held their words are dropped. Other callers' memory and agent-wide memory stay."""
+sleeptime state go in one transaction (IdentityStore.erase), and then from the database's
+files (memory.scrub); the transcript stream entries of their turns leave Redis
+(`vg:transcripts` and its dead-letter stream); in-process caches that held their words are
+dropped. Other callers' memory and agent-wide memory stay."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from memory.calls import CallStore
+from memory.scrub import scrub
 from transcripts.bus import DEAD, STREAM
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ async def erase_caller(gw: Gateway, identity_id: str) -> dict[str, Any]:
     out.pop("agent_ids")
     redis = gw.bus.redis
     out["stream_entries"] = await scrub_streams(redis, identity_id) if redis is not None else 0
+    await scrub(memory.db)  # the deleted rows' bytes leave the database's files too
     log.info("erased identity %s: %s", identity_id, out)
     return out
 
