@@ -45,6 +45,7 @@ from voice_gateway.run_mirror import ORPHANED, RunMirror
 from voice_gateway.secrets_key import secrets_key
 from voice_gateway.settings import Settings
 from voice_gateway.tool_isolation import check_tool_isolation
+from voice_gateway.webhooks import CallWebhooks
 
 if TYPE_CHECKING:
     from voice_gateway.scheduler import Scheduler
@@ -120,7 +121,10 @@ async def open_gateway(settings: Settings) -> Gateway:
         tools_refused=refused,
     )
     loop.mcp = mcp_tools(settings, memory)
-    gw.calls.recorder = CallRecords(memory)  # a record for every call
+    gw.call_webhooks = CallWebhooks.of(settings, memory.db)
+    gw.calls.recorder = CallRecords(memory, gw.call_webhooks)  # a record for every call
+    if gw.call_webhooks is not None:  # resumes what an earlier run left pending
+        gw.call_webhooks.start()
     if settings.voice:
         from voice_gateway.voice import open_voice
 
@@ -192,6 +196,8 @@ async def close_gateway(gw: Gateway, scheduler: Scheduler | None = None) -> None
     if gw.run_mirror is not None:  # the runs' last frames
         await gw.run_mirror.aclose()
     await gw.file_jobs.aclose()
+    if gw.call_webhooks is not None:  # what is not sent stays queued for the next start
+        await gw.call_webhooks.aclose()
     await gw.bus.stop()
     if gw.voice is not None:
         await gw.voice.aclose()

@@ -6,7 +6,8 @@ When a call leaves, its conversation, its caller key and how it ended are stored
 End reasons: `server_shutdown` (the gateway drained the call), else the session's own
 `end_reason` (`caller_hung_up`, `caller_ended`, `idle`); without one, the record says
 `completed`. A Twilio status callback
-then refines an outbound call's outcome (routes/twilio.py)."""
+then refines an outbound call's outcome (routes/twilio.py). With webhooks configured, an ended
+call's `call.ended` event is queued (voice_gateway/webhooks.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from memory.calls import CallStore
 from memory.models import NotFound
 from memory.service import Memory
 from voice_gateway.live_calls import RecordedCall
+from voice_gateway.webhooks import CallWebhooks
 
 log = logging.getLogger(__name__)
 TRANSPORTS = {  # transport class -> the record's transport
@@ -33,9 +35,10 @@ def transport_of(call: RecordedCall) -> str:
 class CallRecords:
     """The registry's recorder: call records in the database."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, webhooks: CallWebhooks | None = None) -> None:
         self.memory = memory
         self.store = CallStore(memory.db)
+        self.webhooks = webhooks
 
     async def opened(self, call: RecordedCall) -> str:
         sid = str(getattr(call.transport, "call_sid", "") or "") or None
@@ -64,7 +67,7 @@ class CallRecords:
                 caller = identity.identifier_key
             except NotFound:
                 pass
-        await self.store.update(
+        record = await self.store.update(
             record_id,
             status="completed",
             end_reason=str(reason),
@@ -72,3 +75,8 @@ class CallRecords:
             caller=caller,
         )
         log.info("call %s ended: %s", record_id, reason)
+        if self.webhooks is not None:
+            try:
+                await self.webhooks.call_ended(record)
+            except Exception as exc:  # the record is stored: only its webhook is lost
+                log.warning("call %s: call.ended webhook not queued: %r", record_id, exc)

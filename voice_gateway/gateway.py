@@ -27,6 +27,7 @@ from voice_gateway.run_callbacks import RunCallbacks
 from voice_gateway.run_mirror import RunMirror
 from voice_gateway.runs import ConversationRuns
 from voice_gateway.settings import Settings
+from voice_gateway.webhooks import CallWebhooks
 
 if TYPE_CHECKING:  # loaded only with VG_VOICE (the speech models and aiortc)
     from voice_gateway.pipeline.services import VoiceServices
@@ -54,6 +55,7 @@ class Gateway:
     voice: VoiceServices | None = None  # with VG_VOICE: STT, TTS, VAD, end of turn
     webrtc: WebRTCCalls | None = None
     calls: LiveCalls = field(default_factory=LiveCalls)
+    call_webhooks: CallWebhooks | None = None  # with VG_CALL_WEBHOOK_URL: `call.ended` sender
     tools_refused: str | None = None  # why custom tools are refused (no isolation), if they are
     draining: bool = False  # shutting down: /ready says 503, new calls are refused with 1012
 

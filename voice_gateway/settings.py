@@ -338,6 +338,15 @@ class Settings(ProviderKeys):
         False, description="Cron expressions take an optional leading seconds field."
     )
 
+    # Call webhooks (voice_gateway/webhooks.py, docs/call_reports.md)
+    call_webhook_url: str | None = Field(None, description="Gets each call's `call.ended` POST.")
+    call_webhook_secret: str | None = Field(None, description="Its HMAC-SHA256 signing key.")
+    call_webhook_attempts: int = Field(8, ge=1, le=50, description="Attempts, then dropped.")
+    call_webhook_timeout_s: float = Field(10.0, gt=0, le=120, description="Wait per attempt.")
+    call_webhook_backoff_s: float = Field(
+        2.0, ge=0, le=600, description="First retry's pause; it doubles, with jitter."
+    )
+
     # HTTP limits
     max_body_bytes: int = Field(1_000_000, description="Request body; beyond: 413.")
     max_file_bytes: int = Field(
@@ -414,6 +423,7 @@ class Settings(ProviderKeys):
             self.openai_api_key,
             self.deepgram_api_key,
             self.twilio_auth_token,
+            self.call_webhook_secret,
             *(p.api_key for p in self.llm_providers().values()),
         )
         return [v for v in values if v]

@@ -26,6 +26,7 @@ from memory.orm.tables import (
     User,
     UserLimits,
 )
+from memory.orm.webhooks import WebhookDelivery
 
 __all__ = [
     "Agent",
@@ -56,4 +57,5 @@ __all__ = [
     "UTCDateTime",
     "User",
     "UserLimits",
+    "WebhookDelivery",
 ]

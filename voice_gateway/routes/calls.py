@@ -1,12 +1,12 @@
 """Call records and outbound calls: `GET /v1/calls/` (agent_id, status, caller; limit, after,
-order), `GET /v1/calls/{call_id}`, `DELETE /v1/calls/{call_id}` (hang up) and
+order), `GET /v1/calls/{call_id}`, `GET /v1/calls/{call_id}/report` (the post-call report:
+voice_gateway/call_reports.py), `DELETE /v1/calls/{call_id}` (hang up) and
 `POST /v1/agents/{agent_id}/calls` (place a Twilio call). A call is its agent owner's: another
 user's call is a 404 like an unknown one."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -16,6 +16,7 @@ from starlette.status import WS_1000_NORMAL_CLOSURE
 
 from memory.calls import CallData, CallStore
 from memory.identities import BadCallerKey, check_caller_key
+from voice_gateway.call_reports import call_json, call_report
 from voice_gateway.callers import masked
 from voice_gateway.capacity import RETRY_AFTER_S
 from voice_gateway.errors import ApiError
@@ -28,29 +29,6 @@ from voice_gateway.twilio_rest import OutboundCall, TwilioRest, TwilioUnavailabl
 log = logging.getLogger(__name__)
 VOICE_PATH = "/v1/telephony/twilio/voice"
 STATUS_PATH = "/v1/telephony/twilio/status"
-
-
-def call_json(c: CallData) -> dict[str, Any]:
-    def iso(t: Any) -> str | None:
-        return t.isoformat() if t is not None else None
-
-    return {
-        "id": c.id,
-        "agent_id": c.agent_id,
-        "direction": c.direction,
-        "transport": c.transport,
-        "caller": c.caller,
-        "status": c.status,
-        "status_history": c.history,
-        "created_at": iso(c.created_at),
-        "answered_at": iso(c.answered_at),
-        "ended_at": iso(c.ended_at),
-        "end_reason": c.end_reason,
-        "conversation_id": c.conversation_id,
-        "vendor_call_id": c.vendor_call_id,
-        "options": c.options,
-        "metadata": c.metadata,
-    }
 
 
 def base_url(request: Request) -> str:
@@ -96,6 +74,14 @@ async def get_call(request: Request) -> JSONResponse:
     """Retrieve a call record."""
     _, call = await _call_of(request)
     return JSONResponse(call_json(call))
+
+
+async def get_report(request: Request) -> JSONResponse:
+    """Retrieve a call's report: its record, transcript, per-turn latencies and recording."""
+    gw, call = await _call_of(request)
+    live = gw.calls.by_record(call.id)
+    conversation_id = live.conversation_id if live is not None else None
+    return JSONResponse(await call_report(gw.memory.db, call, conversation_id))
 
 
 async def hang_up(request: Request) -> JSONResponse:
@@ -181,6 +167,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/v1/calls/", list_calls, methods=["GET"]),
         Route("/v1/calls/{call_id}", get_call, methods=["GET"]),
+        Route("/v1/calls/{call_id}/report", get_report, methods=["GET"]),
         Route("/v1/calls/{call_id}", hang_up, methods=["DELETE"]),
         Route("/v1/agents/{agent_id}/calls", place_call, methods=["POST"]),
     ]
