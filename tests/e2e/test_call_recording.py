@@ -141,7 +141,7 @@ def erase_caller(vg: VoiceGateway, call_id: str, agent_id: str) -> None:
     ident = vg.server.call(gw.memory.identities.by_key(None, "recorded-caller"))
     erased = vg.http.delete(f"/v1/identities/{ident.id}")
     assert erased.status_code == 200, erased.text
-    assert erased.json()["recordings"] == 1
+    assert erased.json()["erased"]["recordings"] == 1
     assert not wav_path.exists()
     gone = vg.http.get(f"/v1/calls/{call_id}/recording")
     assert gone.status_code == 404 and "no recording" in gone.json()["detail"]
