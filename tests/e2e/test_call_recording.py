@@ -91,7 +91,7 @@ async def test_recorded_browser_call(vg: VoiceGateway) -> None:
     await c.stream(silence(1500, 16000), 16000)  # (it plays out)
     utterance = np.concatenate([silence(300, 16000), speak(UTTERANCE), silence(900, 16000)])
     await c.stream(utterance, 16000)
-    done = await c.wait_for("response.done", timeout=40)
+    done = await c.wait_for("response.done", timeout=40, count=2)
     assert done["item_id"] != consent["item_id"]
     await c.stream(silence(4000, 16000), 16000)  # the reply plays out to the caller
     await c.send({"type": "session.end"})
