@@ -1,11 +1,11 @@
 """Which calls are recorded, where their files live and when they go.
 
-A call is recorded when it asks to be (`record`: the browser's `session.start`, an outbound
-call's `POST /v1/agents/{id}/calls`), else when its agent's `metadata.recording.enabled` is
-true (a Letta client keeps `metadata` as it is). The agent's `metadata.recording.
-consent_message` is spoken first, before the greeting. The file is
-`recordings/<agent id>/<call id>.wav` in the data directory; its path goes on the call record
-when the call ends. A sweep every SWEEP_EVERY_S deletes recordings older than
+A call is recorded when it asks to be (`record`: true or false in the browser's
+`session.start`; `record: true` in an outbound call's `POST /v1/agents/{id}/calls`), else when
+its agent's `metadata.recording.enabled` is true (a Letta client keeps `metadata` as it is).
+The agent's `metadata.recording.consent_message` is spoken first, before the greeting. The
+file is `recordings/<agent id>/<call id>.wav` in the data directory; its path goes on the call
+record when the call ends. A sweep every SWEEP_EVERY_S deletes recordings older than
 VG_RECORDING_RETENTION_DAYS (and clears the path); erasing a caller deletes theirs.
 """
 
@@ -94,9 +94,9 @@ async def _open(gw: Gateway, call: RecordedSession, info: StartInfo) -> CallReco
             "invalid_option", "record must be true or false; using the agent's setting"
         )
         wanted = None
-    if wanted is None and record_id is not None:  # an outbound call's own `record`
+    if wanted is None and record_id is not None:  # an outbound call's `record: true`
         stored = (await CallStore(gw.memory.db).get(record_id)).options.get("record")
-        wanted = stored if isinstance(stored, bool) else None
+        wanted = True if stored is True else None  # (false is its default: not a refusal)
     if not (config.enabled if wanted is None else wanted):
         return None
     if record_id is None:
