@@ -227,7 +227,6 @@ class VoiceSession:
                     task.cancel()
         finally:
             await stt.aclose()
-            await close_recording(self.gw, rec)
             await refuse_waiting(
                 self.gw, self.agent_id, self.conversation_id, self.source, self.approvals.hung_up()
             )
@@ -250,6 +249,7 @@ class VoiceSession:
             # docs/benchmarks.md, `voice_soak`)
             if self._parts is not None:
                 self._parts.input.detach()
+            await close_recording(self.gw, rec)  # last: the file is written off the loop
 
     async def _setup(self, info: StartInfo) -> tuple[TurnDetector, EchoCanceller]:
         """The call's conversation opened and `session.started` sent: its detector and echo
