@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 
 from memory.db import Database
 from memory.ids import new_id, utcnow
@@ -234,7 +234,9 @@ class CallStore:
         if before is not None:
             q = q.where(CallRecord.created_at < before)
         if agent_ids is not None:
-            whose = [CallRecord.conversation_id.in_(conversation_ids or [])]
+            whose: list[ColumnElement[bool]] = [
+                CallRecord.conversation_id.in_(conversation_ids or [])
+            ]
             if caller is not None:
                 whose.append(CallRecord.caller == caller)
             q = q.where(CallRecord.agent_id.in_(agent_ids), or_(*whose))

