@@ -205,8 +205,7 @@ class Settings(BaseSettings):
         60.0, description="A call with no audio this long is closed (1001)."
     )
     recording_retention_days: float = Field(
-        30.0, gt=0, description="Call recordings (`recordings/` in the data directory) are "
-        "deleted this many days after their call started (docs/operations.md, Recording).",
+        30.0, gt=0, description="Call recordings are deleted this many days after the call."
     )
     stt_workers: int = Field(2, ge=1, le=16, description="Local whisper: decodes at once.")
     stt_threads: int = Field(1, ge=1, le=16, description="Local whisper: threads per decode.")
