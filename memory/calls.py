@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, or_, select, update
 
 from memory.db import Database
 from memory.ids import new_id, utcnow
@@ -46,6 +46,7 @@ class CallData(_Model):
     vendor_call_id: str | None
     options: dict[str, Any]
     metadata: dict[str, Any]
+    recording_path: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -209,3 +210,36 @@ class CallStore:
                 .values(caller=None)
             )
         return int(getattr(result, "rowcount", 0) or 0)
+
+    async def set_recording(self, call_id: str, path: str | None) -> None:
+        """The call's recording file (None: it is gone)."""
+        async with self.db.write() as s:
+            await s.execute(
+                update(CallRecord).where(CallRecord.id == call_id).values(recording_path=path)
+            )
+
+    async def recordings(
+        self,
+        *,
+        before: datetime | None = None,
+        agent_ids: list[str] | None = None,
+        caller: str | None = None,
+        conversation_ids: list[str] | None = None,
+    ) -> list[tuple[str, str]]:
+        """(call id, recording path) of the calls with a recording: started before `before`,
+        or of `agent_ids` and the caller (by key or by conversation)."""
+        q = select(CallRecord.id, CallRecord.recording_path).where(
+            CallRecord.recording_path.is_not(None)
+        )
+        if before is not None:
+            q = q.where(CallRecord.created_at < before)
+        if agent_ids is not None:
+            whose: list[ColumnElement[bool]] = [
+                CallRecord.conversation_id.in_(conversation_ids or [])
+            ]
+            if caller is not None:
+                whose.append(CallRecord.caller == caller)
+            q = q.where(CallRecord.agent_id.in_(agent_ids), or_(*whose))
+        async with self.db.read() as s:
+            rows = (await s.execute(q)).all()
+        return [(str(r[0]), str(r[1])) for r in rows]

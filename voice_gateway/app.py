@@ -38,6 +38,7 @@ from voice_gateway.metrics import Metrics
 from voice_gateway.native_threads import limit_blas
 from voice_gateway.origins import OriginGuard, OriginPolicy
 from voice_gateway.quotas import Quotas
+from voice_gateway.recordings import RecordingSweep
 from voice_gateway.routes.http import WebMount
 from voice_gateway.routes.rest_messages import messages_json
 from voice_gateway.run_callbacks import RunCallbacks
@@ -209,6 +210,7 @@ async def close_gateway(gw: Gateway, scheduler: Scheduler | None = None) -> None
 
 def routes(settings: Settings) -> list[BaseRoute]:
     from voice_gateway.routes import (
+        call_recordings,
         calls,
         chat_completions,
         ops,
@@ -229,6 +231,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
         *rest_recall.routes(),
         *rest_callers.routes(),
         *calls.routes(),
+        *call_recordings.routes(),
         *rest_archives.routes(),
         *rest_folders.routes(),
         *chat_completions.routes(),
@@ -266,6 +269,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         gw = await open_gateway(settings)
         app.state.gw = gw
         scheduler = start_scheduler(gw)
+        sweep = RecordingSweep(gw).start()  # recordings past retention
         # one BLAS thread: its pool's spinning took the CPU calls need (native_threads.py)
         unlimit_blas = limit_blas(settings.blas_threads)
         # Move everything loaded at start-up (modules, models, ORM) out of the garbage
@@ -279,6 +283,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             gc.set_threshold(*before)
             unlimit_blas()
+            await sweep.aclose()
             await close_gateway(gw, scheduler)
 
     return Starlette(

@@ -1,9 +1,12 @@
 """Right to erasure of one caller: their running turns are cancelled, then their
 conversations, messages, own blocks, caller-scoped passages, queued transcript events and
+"""Right to erasure of one caller: their running turns are cancelled, then their
+conversations, messages, own blocks, caller-scoped passages, queued transcript events and
 sleeptime state go in one transaction (IdentityStore.erase), and then from the database's
 files (memory.scrub); the transcript stream entries of their turns leave Redis
-(`vg:transcripts` and its dead-letter stream); in-process caches that held their words are
-dropped. Other callers' memory and agent-wide memory stay."""
+(`vg:transcripts` and its dead-letter stream); the recordings of their calls (by caller key or
+conversation) are deleted; in-process caches that held their words are dropped. Other callers'
+memory and agent-wide memory stay."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from memory.calls import CallStore
 from memory.scrub import scrub
 from transcripts.bus import DEAD, STREAM
+from voice_gateway.recordings import erase_recordings
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
@@ -40,6 +44,8 @@ async def erase_caller(gw: Gateway, identity_id: str) -> dict[str, Any]:
     for agent_id in erased.agent_ids:
         gw.loop.prompts.forget(agent_id)
     out = asdict(erased)
+    conv_ids = [c.id for c in convs]
+    out["recordings"] = await erase_recordings(gw, erased.agent_ids, key or None, conv_ids)
     out["call_records"] = (
         await CallStore(memory.db).forget_caller(key, erased.agent_ids) if key else 0
     )

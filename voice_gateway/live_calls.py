@@ -91,6 +91,10 @@ class LiveCalls:
         """The live call of a call record, if it is on this process."""
         return self._records.get(record_id)
 
+    def record_of(self, call: object) -> str | None:
+        """The call record's id of a live call (None: it has none)."""
+        return next((rid for rid, c in self._records.items() if c is call), None)
+
     def __len__(self) -> int:
         return len(self._calls)
 

@@ -165,6 +165,9 @@ class Settings(ProviderKeys):
     idle_timeout_s: float = Field(
         60.0, description="A call with no audio this long is closed (1001)."
     )
+    recording_retention_days: float = Field(
+        30.0, gt=0, description="Call recordings are deleted this many days after the call."
+    )
     stt_workers: int = Field(2, ge=1, le=16, description="Local whisper: decodes at once.")
     stt_threads: int = Field(1, ge=1, le=16, description="Local whisper: threads per decode.")
     blas_threads: int = Field(

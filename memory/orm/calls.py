@@ -38,3 +38,5 @@ class CallRecord(Base):
     # how an outbound call was asked for: first_message, machine_detection, record
     options: Mapped[dict[str, Any]] = mapped_column(JSON)
     extra: Mapped[dict[str, Any]] = mapped_column("metadata", JSON)
+    # the call's WAV (voice_gateway/recording.py), until retention or erasure removes it
+    recording_path: Mapped[str | None] = mapped_column(String(1024))

@@ -2,12 +2,15 @@
 comes in (the transport's synchronous sink `now`, or `receive` and `audio`), STT gets the
 same audio in the same order and the call the same turn events, no frame handled twice: a
 frame `now` declines is finished by `audio` from where `now` stopped. The real TurnDetector
-(an exact energy VAD), a recording STT on our base class, 16 kHz and a phone's 8 kHz."""
+(an exact energy VAD), a recording STT on our base class, 16 kHz and a phone's 8 kHz. A
+recorded call's recording gets every frame once, as it came, either way in."""
 
 from __future__ import annotations
 
 import asyncio
+import wave
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,7 @@ import pytest
 from voice_gateway.echo.base import NoCanceller
 from voice_gateway.pipeline.input import InputPath
 from voice_gateway.pipeline.overlap import BargeIn, BargeInRules
+from voice_gateway.recording import CallRecording
 from voice_gateway.stt.base import STTStream
 from voice_gateway.turns.config import TurnConfig
 from voice_gateway.turns.detector import TurnDetector
@@ -64,7 +68,9 @@ def call_audio(rate: int) -> list[bytes]:
     return [quiet] * 10 + [tone] * 50 + [quiet] * 40 + [tone] * 30 + [quiet] * 40
 
 
-async def run(rate: int, *, sink: bool, stt_now: bool) -> tuple[bytes, list[str], int]:
+async def run(
+    rate: int, *, sink: bool, stt_now: bool, recording: CallRecording | None = None
+) -> tuple[bytes, list[str], int]:
     det = TurnDetector(EnergyVAD(), TurnConfig(silence_ms=400, min_speech_ms=200))
     stt = RecordingSTT(stt_now)
     rules = BargeInRules(360, 1000, frozenset(), False)
@@ -74,7 +80,7 @@ async def run(rate: int, *, sink: bool, stt_now: bool) -> tuple[bytes, list[str]
         events.append(f"{type(ev).__name__}@{getattr(ev, 'at_ms', '')}")
 
     barge = BargeIn(rules, det, stt, Tasks(), NoCanceller())
-    inp = InputPath((rate, 16000), det, NoCanceller(), stt, barge, on_event)
+    inp = InputPath((rate, 16000), det, NoCanceller(), stt, barge, on_event, "", recording)
     taken = 0
     for frame in call_audio(rate):
         pcm = bytes(frame)  # as a socket delivers it: a new object per frame
@@ -112,3 +118,15 @@ async def test_odd_sizes_go_through_the_reader_and_are_cut_into_frames() -> None
     assert not inp.now(bytes(640))  # 100 bytes wait for the rest: the order is kept
     await inp.audio(bytes(1180))  # 1280 in all: two frames
     assert det.now_ms == 40 and inp.now(bytes(640)) and det.now_ms == 60
+
+
+@pytest.mark.parametrize("rate", [16000, 8000])
+async def test_a_recording_gets_every_frame_once(rate: int, tmp_path: Path) -> None:
+    rec = CallRecording(tmp_path / "call.wav", (rate, rate), "call-1")
+    *_, taken = await run(rate, sink=True, stt_now=True, recording=rec)
+    await asyncio.to_thread(rec.close)
+    assert taken > 150  # most frames came in through the sink
+    with wave.open(str(tmp_path / "call.wav"), "rb") as w:
+        assert (w.getnchannels(), w.getframerate()) == (2, rate)
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    assert frames[0::2].tobytes() == b"".join(call_audio(rate))

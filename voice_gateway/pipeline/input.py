@@ -9,6 +9,10 @@ capacity). Any other frame comes on through `receive` to `audio`, which picks up
 stopped (the frame resampled, the detector's events if it was fed): one path, two ways in,
 no frame handled twice. Turn events go to the call's `on_event`; `detach()` drops it when the
 call ends (it is the call's bound method: no reference cycle is left).
+
+A recorded call's recording (voice_gateway/recording.py) gets the caller's audio here as it
+came, once per frame whichever way it came in, and the reply audio going out (`far`);
+`clear_far()` tells it and the echo canceller that the client dropped what it had not played.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from voice_gateway.audio import StreamingResampler
 from voice_gateway.echo.base import EchoCanceller
 from voice_gateway.pipeline.overlap import BargeIn
+from voice_gateway.recording import CallRecording
 from voice_gateway.stt.base import STTStream
 from voice_gateway.turns.detector import TurnDetector
 from voice_gateway.turns.events import SpeechConfirmed, TurnEvent
@@ -46,6 +51,7 @@ class InputPath:
         "label",
         "last_rx",
         "on_event",
+        "recording",
         "resampler",
         "stt",
     )  # fmt: skip
@@ -59,12 +65,14 @@ class InputPath:
         barge_in: BargeIn,
         on_event: OnEvent,
         label: str = "",
+        recording: CallRecording | None = None,
     ) -> None:
         input_rate, output_rate = rates
         self.detector, self.echo, self.stt, self.barge_in = detector, echo, stt, barge_in
         self.echo_on = echo.name != "off"
         self.on_event = on_event
         self.label = label  # the call's id (benchmarks count frames per call by it)
+        self.recording = recording
         self.resampler = StreamingResampler(input_rate, 16000) if input_rate != 16000 else None
         self.far_resampler = (
             StreamingResampler(output_rate, 16000) if output_rate != 16000 else None
@@ -80,8 +88,16 @@ class InputPath:
 
     def far(self, pcm: bytes) -> None:
         """Reply audio going out (at the output rate): the echo canceller's reference."""
+        if self.recording is not None:
+            self.recording.played(pcm)
         if self.echo_on:
             self.echo.far(self.far_resampler.process(pcm) if self.far_resampler else pcm)
+
+    def clear_far(self) -> None:
+        """The client dropped the reply audio it had not played (barge-in)."""
+        self.echo.clear()
+        if self.recording is not None:
+            self.recording.cut()
 
     def detach(self) -> None:
         """The call ended: let go of it (its event handler, barge-in's reply)."""
@@ -107,10 +123,14 @@ class InputPath:
             return False
         self._began = None
         self.barge_in.frame()
+        if self.recording is not None:
+            self.recording.heard(pcm)
         return True
 
     async def audio(self, pcm: bytes) -> None:
         """Audio from `receive`, at the input rate (any length)."""
+        if self.recording is not None:
+            self.recording.heard(pcm)
         if self._began is not None:
             began, events = self._began, self._began_events
             self._began = self._began_events = None

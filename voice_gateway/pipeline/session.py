@@ -63,6 +63,7 @@ from voice_gateway.pipeline.transport import (
     Transport,
 )
 from voice_gateway.pipeline.utterance import Utterance
+from voice_gateway.recordings import close_recording, open_recording
 from voice_gateway.stt.base import STTError, STTStream
 from voice_gateway.turns.detector import TurnDetector
 from voice_gateway.turns.events import (
@@ -195,6 +196,7 @@ class VoiceSession:
             return
         self.gw.metrics.calls.labels(self.transport.source).inc()
         stt = self.voice.stt.open_stream(on_partial=self.partials.send, input_rate=info.input_rate)
+        rec = await open_recording(self.gw, self, info)  # (and its consent message queued)
         reason = "gone"
         try:
             async with asyncio.TaskGroup() as tg:
@@ -206,7 +208,7 @@ class VoiceSession:
                 barge_in = BargeIn(rules, detector, stt, tg, echo)
                 rates = (info.input_rate, info.output_rate)
                 inp = InputPath(
-                    rates, detector, echo, stt, barge_in, self._turn_event, self.session_id
+                    rates, detector, echo, stt, barge_in, self._turn_event, self.session_id, rec
                 )
                 self._parts = CallParts(detector, echo, stt, tg, barge_in, inp)
                 helpers = [
@@ -247,6 +249,7 @@ class VoiceSession:
             # docs/benchmarks.md, `voice_soak`)
             if self._parts is not None:
                 self._parts.input.detach()
+            await close_recording(self.gw, rec)  # last: the file is written off the loop
 
     async def _setup(self, info: StartInfo) -> tuple[TurnDetector, EchoCanceller]:
         """The call's conversation opened and `session.started` sent: its detector and echo
@@ -437,7 +440,7 @@ class VoiceSession:
             reason = reply.interrupted or "barge_in"
             if reason == "barge_in":
                 self.gw.metrics.barge_ins.inc()
-            p.echo.clear()  # the caller will not hear the rest: no longer a reference
+            p.input.clear_far()  # the caller will not hear the rest (echo, recording)
             await self.transport.clear_audio()
             await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1

@@ -49,6 +49,7 @@ class SessionStart(BaseModel):
     turn_silence_ms: Any = None  # the call's silence rule (100-2000)
     turn_max_silence_ms: Any = None  # smart's longest wait (200-5000)
     echo_cancellation: Any = None  # true | false
+    record: Any = None  # true | false: record the call (voice_gateway/recordings.py)
 
 
 class InputText(BaseModel):

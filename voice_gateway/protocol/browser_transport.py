@@ -39,6 +39,10 @@ from voice_gateway.protocol.uvicorn_ws import SEND_EXTENSION, SINK_EXTENSION
 
 # session.start's turn-taking options, checked by the session (pipeline/overlap.py)
 TURN_KEYS = ("turn_detection", "echo_cancellation", "turn_silence_ms", "turn_max_silence_ms")
+START_KEYS = (
+    *TURN_KEYS,
+    "record",
+)  # and whether the call is recorded (voice_gateway/recordings.py)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +104,7 @@ class BrowserTransport(SocketTransport):
                 agent_id=self.agent_id,
                 extra={
                     "client_tools": [t.model_dump() for t in event.client_tools],
-                    **{k: v for k in TURN_KEYS if (v := getattr(event, k)) is not None},
+                    **{k: v for k in START_KEYS if (v := getattr(event, k)) is not None},
                 },
                 caller=event.caller,
             )
