@@ -28,6 +28,8 @@ from voice_gateway.routes.http import parse_body, query_bool, query_int
 from voice_gateway.routes.rest_messages import message_page, respond, sse_events, turn_input
 
 _ARCHIVE = {"unarchived": False, "archived": True, "all": None}
+# order_by: Letta's fields; last_message_at (what the list shows) sorts as last_run_completion
+_BY_ACTIVITY = {"created_at": False, "last_run_completion": True, "last_message_at": True}
 
 
 def _cid(request: Request) -> str:
@@ -59,8 +61,8 @@ async def create_conversation(request: Request) -> JSONResponse:
 
 
 async def list_conversations(request: Request) -> JSONResponse:
-    """Conversations of an agent, or of all your agents (limit, after, order, archive_status,
-    summary_search)."""
+    """Conversations of an agent, or of all your agents (limit, after, order, order_by,
+    archive_status, summary_search)."""
     gw = gateway_of(request)
     q = request.query_params
     status = q.get("archive_status", "unarchived")
@@ -69,6 +71,9 @@ async def list_conversations(request: Request) -> JSONResponse:
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
+    order_by = q.get("order_by", "created_at")
+    if order_by not in _BY_ACTIVITY:
+        raise ApiError(422, f"order_by must be one of {', '.join(_BY_ACTIVITY)}")
     agent_id, agent_ids = q.get("agent_id"), None
     if agent_id:
         agent_id = (await gw.auth.agent(request, agent_id)).id
@@ -82,6 +87,7 @@ async def list_conversations(request: Request) -> JSONResponse:
         order=order,
         summary_search=q.get("summary_search"),
         archived=_ARCHIVE[status],
+        by_activity=_BY_ACTIVITY[order_by],
     )
     return JSONResponse([conversation_json(c) for c in convs])
 
