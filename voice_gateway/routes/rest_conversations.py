@@ -133,12 +133,15 @@ async def delete_conversation(request: Request) -> JSONResponse:
 
 
 async def cancel_conversation(request: Request) -> JSONResponse:
-    """Cancel the conversation's running turns (each keeps what it had produced)."""
+    """Cancel the conversation's running turns (each keeps what it had produced); nothing
+    running is a 409, as in Letta."""
     gw = gateway_of(request)
     _, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
     cancelled = await gw.runs.cancel(conv.id)
+    if not cancelled:
+        raise ApiError(409, f"No active runs to cancel for conversation {_cid(request)}")
     return JSONResponse({run_id: "cancelled" for run_id in cancelled})
 
 
