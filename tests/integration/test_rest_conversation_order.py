@@ -3,6 +3,8 @@ strict mode and raw HTTP on a live gateway, and a bad `order_by`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 from letta_client import Letta
 
@@ -11,10 +13,10 @@ from tests.support.servers import ServerThread
 
 
 def test_order_by_last_message(
-    gateway_factory, sqlite_url: str, fake_llm_url: str, fake_llm: FakeLLM
-) -> None:  # type: ignore[no-untyped-def]
+    gateway_factory: Callable[..., ServerThread], db_url: str, fake_llm_url: str, fake_llm: FakeLLM
+) -> None:
     gw: ServerThread = gateway_factory(
-        database_url=sqlite_url, openai_base_url=fake_llm_url, openai_api_key="test"
+        database_url=db_url, openai_base_url=fake_llm_url, openai_api_key="test"
     )
     plain = Letta(base_url=gw.url, api_key="k", timeout=60)
     strict = Letta(base_url=gw.url, api_key="k", timeout=60, _strict_response_validation=True)
