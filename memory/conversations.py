@@ -123,8 +123,10 @@ class ConversationStore:
         order: str = "desc",
         summary_search: str | None = None,
         archived: bool | None = None,
+        by_activity: bool = False,
     ) -> list[ConversationData]:
-        """Conversations of one agent (or of the given agents), newest first by default.
+        """Conversations of one agent (or of the given agents), newest first by default;
+        `by_activity`: by when each last had a message (`last_active_at`), not by creation.
         `after` is a conversation id of the same set (an id outside it: NotFound)."""
         async with self.db.read() as s:
             q = select(Conversation)
@@ -138,19 +140,17 @@ class ConversationStore:
                 q = q.where(Conversation.archived.is_(archived))
             if summary_search:
                 q = q.where(Conversation.summary.icontains(summary_search, autoescape=True))
-            key = tuple_(Conversation.created_at, Conversation.id)
+            when = Conversation.last_active_at if by_activity else Conversation.created_at
+            key = tuple_(when, Conversation.id)
             desc = order == "desc"
             if after:
                 cursor = await s.scalar(q.where(Conversation.id == after))
                 if cursor is None:
                     raise NotFound("conversation", after)
-                mark = tuple_(cursor.created_at, cursor.id)
+                at = cursor.last_active_at if by_activity else cursor.created_at
+                mark = tuple_(at, cursor.id)
                 q = q.where(key < mark if desc else key > mark)
-            ordering = (
-                (Conversation.created_at.desc(), Conversation.id.desc())
-                if desc
-                else (Conversation.created_at, Conversation.id)
-            )
+            ordering = (when.desc(), Conversation.id.desc()) if desc else (when, Conversation.id)
             rows = await s.scalars(q.order_by(*ordering).limit(limit))
             return [ConversationData.model_validate(r) for r in rows]
 

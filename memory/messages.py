@@ -23,6 +23,10 @@ _BUMP = (  # the conversation's context version; updated_at is left as it is
     "UPDATE conversations SET messages_version = messages_version + 1 WHERE id = ? "
     "RETURNING id, messages_version"
 )
+_SPOKEN = (  # ... and, as new messages came, when the conversation last had one
+    "UPDATE conversations SET messages_version = messages_version + 1, last_active_at = ? "
+    "WHERE id = ? RETURNING id, messages_version"
+)
 _MESSAGES = Codec(Message.__table__)  # type: ignore[arg-type]
 _WINDOW = (
     f"SELECT {_MESSAGES.columns('m')} FROM messages m "
@@ -120,7 +124,8 @@ class MessageStore:
         stmts = [*also, *evict]
         if messages:
             stmts.append(insert_stmt(messages))
-            stmts += [Stmt(_BUMP, (a,), returns=True) for a in agents]
+            now = utcnow()
+            stmts += [Stmt(_SPOKEN, (now, a), returns=True) for a in agents]
         results = await self.db.batch(stmts, write=True)
         if not messages:
             return

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from letta_client import APIResponseValidationError, BadRequestError, Letta
+from letta_client import APIResponseValidationError, BadRequestError, ConflictError, Letta
 from letta_client.types import AgentState
 
 from memory.service import Memory
@@ -102,7 +102,8 @@ def test_conversations_strict(c: Clients, fake_llm: FakeLLM) -> None:
     assert len(after) == 2 and after[0] == ctx[0] and after[1] not in ctx  # system, summary
     prompt = s.conversations.recompile(conv.id, dry_run=True)
     assert isinstance(prompt, str) and "<memory_blocks>" in prompt
-    assert s.conversations.cancel(conv.id) == {}  # nothing running
+    with pytest.raises(ConflictError, match="No active runs to cancel"):  # nothing running
+        s.conversations.cancel(conv.id)
 
     # the other conversations of the agent never saw this one's words
     fake_llm.requests.clear()

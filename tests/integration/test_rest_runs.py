@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from letta_client import Letta, NotFoundError, UnprocessableEntityError
+from letta_client import ConflictError, Letta, NotFoundError, UnprocessableEntityError
 
 from tests.integration.test_rest_letta_client import strict
 from tests.support.fake_llm import FakeLLM, Reply, ToolCallSpec
@@ -208,4 +208,6 @@ def test_cancel_an_agents_background_run(client: Letta, fake_llm: FakeLLM) -> No
     assert client.agents.messages.cancel(agent.id) == {run.id: "cancelled"}
     done = client.runs.retrieve(run.id)
     assert (done.status, done.stop_reason) == ("cancelled", "cancelled")
-    assert client.agents.messages.cancel(agent.id) == {}
+    with pytest.raises(ConflictError, match="No active runs to cancel"):  # nothing running
+        client.agents.messages.cancel(agent.id)
+    assert client.agents.messages.cancel(agent.id, run_ids=[run.id]) == {}  # named: not running

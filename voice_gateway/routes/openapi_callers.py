@@ -72,6 +72,7 @@ CALLER_OPS: dict[tuple[str, str], Op] = {
             limit(),
             q("after", STR),
             ORDER,
+            q("order_by", {"enum": ["created_at", "last_run_completion", "last_message_at"]}),
             AGENT_Q,
             q("archive_status", {"enum": ["unarchived", "archived", "all"]}),
             q("summary_search", STR),

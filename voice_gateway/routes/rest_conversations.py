@@ -28,6 +28,8 @@ from voice_gateway.routes.http import parse_body, query_bool, query_int
 from voice_gateway.routes.rest_messages import message_page, respond, sse_events, turn_input
 
 _ARCHIVE = {"unarchived": False, "archived": True, "all": None}
+# order_by: Letta's fields; last_message_at (what the list shows) sorts as last_run_completion
+_BY_ACTIVITY = {"created_at": False, "last_run_completion": True, "last_message_at": True}
 
 
 def _cid(request: Request) -> str:
@@ -59,8 +61,8 @@ async def create_conversation(request: Request) -> JSONResponse:
 
 
 async def list_conversations(request: Request) -> JSONResponse:
-    """Conversations of an agent, or of all your agents (limit, after, order, archive_status,
-    summary_search)."""
+    """Conversations of an agent, or of all your agents (limit, after, order, order_by,
+    archive_status, summary_search)."""
     gw = gateway_of(request)
     q = request.query_params
     status = q.get("archive_status", "unarchived")
@@ -69,6 +71,9 @@ async def list_conversations(request: Request) -> JSONResponse:
     order = q.get("order", "desc")
     if order not in ("asc", "desc"):
         raise ApiError(422, "order must be 'asc' or 'desc'")
+    order_by = q.get("order_by", "created_at")
+    if order_by not in _BY_ACTIVITY:
+        raise ApiError(422, f"order_by must be one of {', '.join(_BY_ACTIVITY)}")
     agent_id, agent_ids = q.get("agent_id"), None
     if agent_id:
         agent_id = (await gw.auth.agent(request, agent_id)).id
@@ -82,6 +87,7 @@ async def list_conversations(request: Request) -> JSONResponse:
         order=order,
         summary_search=q.get("summary_search"),
         archived=_ARCHIVE[status],
+        by_activity=_BY_ACTIVITY[order_by],
     )
     return JSONResponse([conversation_json(c) for c in convs])
 
@@ -127,12 +133,15 @@ async def delete_conversation(request: Request) -> JSONResponse:
 
 
 async def cancel_conversation(request: Request) -> JSONResponse:
-    """Cancel the conversation's running turns (each keeps what it had produced)."""
+    """Cancel the conversation's running turns (each keeps what it had produced); nothing
+    running is a 409, as in Letta."""
     gw = gateway_of(request)
     _, conv = await access.conversation(
         request, _cid(request), request.query_params.get("agent_id")
     )
     cancelled = await gw.runs.cancel(conv.id)
+    if not cancelled:
+        raise ApiError(409, f"No active runs to cancel for conversation {_cid(request)}")
     return JSONResponse({run_id: "cancelled" for run_id in cancelled})
 
 

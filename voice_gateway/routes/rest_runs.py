@@ -264,11 +264,14 @@ async def start_async(gw: Gateway, agent: Any, body: AsyncMessagesRequest) -> Ac
 
 
 async def cancel_runs(request: Request) -> JSONResponse:
-    """Cancel the agent's running turns (`run_ids`: only those); each keeps what it had."""
+    """Cancel the agent's running turns (`run_ids`: only those); each keeps what it had.
+    No `run_ids` and nothing running is a 409, as in Letta."""
     gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])
     body = await parse_body(request, CancelRequest)
     cancelled = await gw.runs.cancel_agent(agent.id, body.run_ids)
+    if not cancelled and not body.run_ids:
+        raise ApiError(409, f"No active runs to cancel for agent {agent.id}")
     return JSONResponse({run_id: "cancelled" for run_id in cancelled})
 
 
