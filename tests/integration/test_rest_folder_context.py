@@ -96,7 +96,8 @@ def test_limits_per_agent_and_deletes(client: Letta) -> None:
     agent = client.agents.create(
         model="openai/fake",
         source_ids=[folder.id],
-        metadata={"max_files_open": 1, "per_file_view_window_char_limit": 80},
+        max_files_open=1,
+        per_file_view_window_char_limit=80,
     )
     # created with the folder: only the newest opens, its window cut at 80 characters
     blocks = {b.file_id: b for b in agent.memory.file_blocks or []}
@@ -109,6 +110,9 @@ def test_limits_per_agent_and_deletes(client: Letta) -> None:
     assert "- current_files_open=1\n- max_files_open=1" in prompt
     assert '<directory name="kb">\n<description>the handbook</description>' in prompt
     assert "- chars_limit=80" in prompt
+
+    updated = client.agents.update(agent.id, max_files_open=3)
+    assert (updated.max_files_open, updated.per_file_view_window_char_limit) == (3, 80)
 
     client.folders.files.delete(new, folder_id=folder.id)
     assert [b.file_id for b in file_blocks(client, agent.id)] == [old]
@@ -194,4 +198,8 @@ def test_names_duplicates_and_other_users(srv, sqlite_url: str) -> None:  # type
         assert r.status_code == 404, r.text
         r = bob.post("/v1/agents", json={"model": "openai/fake", "source_ids": "not-a-list"})
         assert r.status_code == 422 and "source_ids" in r.text
+        r = bob.patch(f"/v1/agents/{theirs}", json={"max_files_open": 0})
+        assert r.status_code == 422 and "max_files_open" in r.text
+        r = bob.post("/v1/agents", json={"per_file_view_window_char_limit": "big"})
+        assert r.status_code == 422 and "per_file_view_window_char_limit" in r.text
     assert alice.agents.retrieve(agent.id).memory.file_blocks == []
