@@ -201,7 +201,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
 
 async def attach_folder(request: Request) -> JSONResponse:
     """Attach a folder: the agent gets the file tools (open_files, grep_files,
-    semantic_search_files)."""
+    semantic_search_files) and the folder's newest files open in its context."""
     return await _set_attached(request, True)
 
 
