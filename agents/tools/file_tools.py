@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agents.tools import file_schemas
+from agents.tools.file_schemas import describe
 from agents.tools.registry import REGISTRY, ToolContext, ToolError
 from memory.archival import SearchFilter
 from memory.files import FileData
@@ -153,4 +153,4 @@ async def semantic_search_files(ctx: ToolContext, query: str, limit: int = 5) ->
     return "\n\n".join(out)
 
 
-file_schemas.describe(REGISTRY)
+describe(REGISTRY)

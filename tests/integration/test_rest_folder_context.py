@@ -27,8 +27,8 @@ def client(gateway_factory, db_url: str, fake_llm_url: str) -> Iterator[Letta]: 
     yield Letta(base_url=srv.url, api_key="k", timeout=120, _strict_response_validation=True)
 
 
-def upload(client: Letta, folder_id: str, name: str, text: str, **kw: Any) -> str:
-    f = client.folders.files.upload(folder_id, file=(name, text.encode(), "text/plain"), **kw)
+def upload(client: Letta, folder_id: str, file_name: str, text: str, **kw: Any) -> str:
+    f = client.folders.files.upload(folder_id, file=(file_name, text.encode(), "text/plain"), **kw)
     deadline = time.monotonic() + 300  # a poll, not a timing assertion
     while time.monotonic() < deadline:
         got = client.folders.files.retrieve(f.id, folder_id=folder_id)

@@ -88,7 +88,7 @@ class AgentCreate(_Body):
     initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
     enable_sleeptime: bool | None = None  # a sleeptime agent sharing its blocks (Letta's)
     max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
-    per_file_view_window_char_limit: int | None = Field(None, ge=100, le=1_000_000)
+    per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -114,7 +114,7 @@ class AgentUpdate(_Body):
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     enable_sleeptime: bool | None = None
     max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
-    per_file_view_window_char_limit: int | None = Field(None, ge=100, le=1_000_000)
+    per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
 
 
 FILE_LIMITS = ("max_files_open", "per_file_view_window_char_limit")
