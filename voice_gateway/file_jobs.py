@@ -75,9 +75,10 @@ class FileJobs:
                     total_chunks=len(chunks),
                     chunks_embedded=0,
                 )
-                # its text opens in the context of the agents its folder is attached to (their
-                # prompts follow: a new block version is a new prompt, agents/context.py)
-                await open_for_attached(self.memory.db, file.id)
+                if text is None:  # an upload (an imported agent keeps the windows it had)
+                    # its text opens in the context of the agents its folder is attached to
+                    # (their prompts follow: a new block is a new prompt, agents/context.py)
+                    await open_for_attached(self.memory.db, file.id)
                 archive_id = await self.memory.folders.archive_id(folder.id)
                 archival = self.memory.archival
                 embedder = archival.embedder_for(folder.embedding)
