@@ -174,7 +174,7 @@ async def open_whole(
         q = q.where(FileRecord.id.in_(file_ids))
     closed: list[str] = []
     for file_id, file_name, content, folder_name in reversed((await s.execute(q)).all()):
-        name = f"{folder_name}/{file_name}"
+        name, content = f"{folder_name}/{file_name}", content or ""
         text, first, last = window(content, chars=chars)
         desc = describe(name, content, first, last)
         closed += await open_in(s, agent.id, file_id, name, text, desc, limit)
