@@ -11,6 +11,7 @@ from typing import Any
 from memory.blocks import compile_blocks
 from memory.ids import default_conversation_id
 from memory.models import AgentData, MessageData
+from memory.open_files import compile_directories
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant with persistent memory. Your core memory blocks below are "
@@ -30,6 +31,9 @@ class Mode:
     tool_names: tuple[str, ...] | None = None  # None: the agent's own tools
     history: bool = True  # include the agent's in-context messages
     persist: bool = True  # store messages in the agent's recall memory
+    # the text of open files in `<directories>` (voice: names and state only; the file tools
+    # read them when asked, so a spoken turn's prompt stays short)
+    file_text: bool = True
 
 
 TEXT = Mode("text")
@@ -51,7 +55,12 @@ class PromptCache:
         self.builds = 0
 
     def get(self, agent: AgentData, mode: Mode, identity_id: str | None = None) -> str:
-        key = (agent.updated_at, agent.system, tuple((b.id, b.version) for b in agent.blocks))
+        key = (
+            agent.updated_at,
+            agent.system,
+            tuple((b.id, b.version) for b in agent.blocks),
+            tuple((f.id, f.name, f.description, f.instructions, *f.files) for f in agent.folders),
+        )
         slot = (agent.id, mode.name, identity_id)
         hit = self._cache.get(slot)
         if hit and hit[0] == key:
@@ -63,6 +72,10 @@ class PromptCache:
         if mode.prompt:
             parts.append(mode.prompt.strip())
         parts.append(compile_blocks(agent.blocks))
+        if agent.folders:
+            parts.append(
+                compile_directories(agent.folders, agent.blocks, agent.metadata, mode.file_text)
+            )
         text = "\n\n".join(parts)
         self._cache[slot] = (key, text)
         self._cache.move_to_end(slot)

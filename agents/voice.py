@@ -20,7 +20,7 @@ Every tool has a pre_exec_msg argument: put a short spoken sentence there (for e
 - Never mention tools, memory blocks or these instructions. If you are unsure, ask a short \
 clarifying question."""
 
-VOICE = Mode("voice", prompt=VOICE_PROMPT, voice_tools=True)
+VOICE = Mode("voice", prompt=VOICE_PROMPT, voice_tools=True, file_text=False)
 DEFAULT_FILLER = "Let me double-check my notes—one moment."
 
 _PRE_EXEC = re.compile(r'"pre_exec_msg"\s*:\s*"((?:[^"\\]|\\.)*)"')

@@ -13,7 +13,7 @@ from sqlalchemy import delete, select, tuple_
 from memory.blocks import BlockStore, resolve_view
 from memory.db import Database
 from memory.ids import default_archive_id, default_conversation_id, new_id, utcnow
-from memory.models import AgentData, BlockData, BlockSpec, NotFound
+from memory.models import AgentData, BlockData, BlockSpec, FolderView, NotFound
 from memory.orm import Agent, Archive, Block, BlockAgent, Conversation, User
 from memory.raw import Codec, Row, Stmt
 
@@ -45,6 +45,14 @@ _GET = (
     f"SELECT {AGENTS.columns('a')}, {BLOCKS.columns('b', 'b_')} FROM agents a "
     "JOIN blocks_agents ba ON ba.agent_id = a.id JOIN blocks b ON b.id = ba.block_id "
     "WHERE a.id = ?"
+)
+
+# the folders attached to the agent and their files (the prompt's `<directories>`)
+_FOLDERS = (
+    "SELECT f.id, f.name, f.description, f.instructions, fr.id AS file_id, fr.file_name "
+    "FROM folders_agents fa JOIN folders f ON f.id = fa.folder_id "
+    "LEFT JOIN files fr ON fr.folder_id = f.id WHERE fa.agent_id = ? "
+    "ORDER BY f.created_at, f.id, fr.created_at, fr.id"
 )
 
 _GET_IN = _GET.replace(
@@ -109,6 +117,11 @@ class AgentStore:
         return Stmt(_GET, (identity_id, agent_id, agent_id), returns=True)
 
     @staticmethod
+    def folders_stmt(agent_id: str) -> Stmt:
+        """The agent's folders and their files, read with the agent (`decode`)."""
+        return Stmt(_FOLDERS, (agent_id,), returns=True)
+
+    @staticmethod
     def get_stmt_in(agent_id: str, conversation_id: str) -> Stmt:
         """`get_stmt` for the caller of `conversation_id` (a subquery: one statement)."""
         return Stmt(_GET_IN, (conversation_id, agent_id, agent_id), returns=True)
@@ -123,15 +136,21 @@ class AgentStore:
     ) -> AgentData:
         """Return the agent with the blocks `identity_id`'s turns see (None: no caller, the
         agent's own blocks). With `scoped`, only if it belongs to `user_id`."""
-        (rows,) = await self.db.batch([self.get_stmt(agent_id, identity_id)])
+        rows, folders = await self.db.batch(
+            [self.get_stmt(agent_id, identity_id), self.folders_stmt(agent_id)]
+        )
         if not rows or (scoped and rows[0]["user_id"] != user_id):
             raise NotFound("agent", agent_id)
-        return self.decode(rows)
+        return self.decode(rows, folders)
 
-    def decode(self, rows: list[Row]) -> AgentData:
-        return _decode_agent(rows, self.db.is_sqlite)
+    def decode(self, rows: list[Row], folders: list[Row] | None = None) -> AgentData:
+        agent = _decode_agent(rows, self.db.is_sqlite)
+        agent.folders = _folder_views(folders or [])
+        return agent
 
-    def decode_for_turn(self, conversation_id: str, rows: list[Row]) -> AgentData:
+    def decode_for_turn(
+        self, conversation_id: str, rows: list[Row], folders: list[Row] | None = None
+    ) -> AgentData:
         """`decode` for a turn of `conversation_id`: when the rows are those of its last
         turn (nothing of the agent or its caller's blocks changed), a copy of that turn's
         AgentData instead of a new decode. Rows are compared whole, so what one caller sees
@@ -141,11 +160,12 @@ class AgentStore:
         cost ~3 µs. Erasure drops a conversation's entry (`forget`)."""
         turns = self._turns
         hit = turns.get(conversation_id)
-        if hit is not None and hit[0] == rows:
+        read = [*rows, *(folders or [])]
+        if hit is not None and hit[0] == read:
             turns.move_to_end(conversation_id)
             return hit[1].model_copy()
-        agent = self.decode(rows)
-        turns[conversation_id] = (rows, agent.model_copy())
+        agent = self.decode(rows, folders)
+        turns[conversation_id] = (read, agent.model_copy())
         turns.move_to_end(conversation_id)
         if len(turns) > self.TURN_CACHE:
             turns.popitem(last=False)
@@ -283,6 +303,21 @@ def _decode_agent(rows: list[Row], sqlite: bool) -> AgentData:
     blocks.sort(key=lambda b: (b["created_at"], b["label"]))
     data["blocks"] = resolve_view([BlockData.model_validate(b) for b in blocks])
     return AgentData.model_validate(data)
+
+
+def _folder_views(rows: list[Row]) -> list[FolderView]:
+    """`_FOLDERS`' rows (one per file, or one for a folder without files) as folders."""
+    out: dict[str, FolderView] = {}
+    for r in rows:
+        view = out.get(r["id"])
+        if view is None:
+            view = out[r["id"]] = FolderView(
+                id=r["id"], name=r["name"], description=r["description"],
+                instructions=r["instructions"],
+            )  # fmt: skip
+        if r["file_id"] is not None:
+            view.files.append((r["file_id"], r["file_name"]))
+    return list(out.values())
 
 
 def _agent_data(row: Agent, blocks: list[BlockData]) -> AgentData:

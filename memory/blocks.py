@@ -339,9 +339,9 @@ def resolve_view(blocks: Sequence[BlockData]) -> list[BlockData]:
 
 
 def compile_blocks(blocks: Sequence[BlockData]) -> str:
-    """Render blocks for the system prompt (Letta's <memory_blocks> layout)."""
+    """Render blocks for the system prompt (Letta's <memory_blocks> layout). Open files (blocks
+    of scope "file") are not core memory: memory.open_files.compile_directories shows them."""
     parts = ["<memory_blocks>"]
-    files = [b for b in blocks if b.scope == "file"]
     for b in blocks:
         if b.scope == "file":
             continue
@@ -351,12 +351,4 @@ def compile_blocks(blocks: Sequence[BlockData]) -> str:
             f"<value>\n{b.value}\n</value>\n</{b.label}>"
         )
     parts.append("</memory_blocks>")
-    if files:  # open files (memory/open_files.py): read-only windows of their lines
-        parts.append("<open_files>")
-        for b in files:
-            parts.append(
-                f'<file name="{b.label}">\n<description>{b.description or ""}</description>\n'
-                f"<value>\n{b.value}\n</value>\n</file>"
-            )
-        parts.append("</open_files>")
     return "\n".join(parts)

@@ -20,6 +20,7 @@ from memory.archival import bump
 from memory.db import Database
 from memory.ids import new_id, utcnow
 from memory.models import Conflict, NotFound
+from memory.open_files import open_whole
 from memory.orm import Agent, Archive, Block, FileRecord, Folder, FolderAgent
 
 FILE_TOOLS = ["open_files", "grep_files", "semantic_search_files"]
@@ -211,8 +212,9 @@ class FolderStore:
             return list(await s.scalars(q))
 
     async def set_attached(self, agent_id: str, folder_id: str, attached: bool) -> None:
-        """Attach (the agent gets the file tools) or detach (its open files of the folder
-        close; the file tools go with the last folder)."""
+        """Attach (the agent gets the file tools and the folder's newest files open, as in
+        Letta) or detach (its open files of the folder close; the file tools go with the
+        last folder)."""
         async with self.db.write() as s:
             agent = await s.get(Agent, agent_id, with_for_update=True)
             if agent is None:
@@ -227,6 +229,8 @@ class FolderStore:
                 ]
                 agent.tool_names = names
                 agent.updated_at = utcnow()
+                await s.flush()
+                await open_whole(s, agent, folder_id=folder_id)
             elif not attached and link is not None:
                 await self._detach(s, agent_id, folder_id)
 

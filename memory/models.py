@@ -77,6 +77,17 @@ class BlockChange(_Model):
     created_at: datetime
 
 
+class FolderView(BaseModel):
+    """A folder attached to an agent as its prompt lists it (Letta's `<directory>`): its
+    files by id and name, open or not (open ones are the agent's blocks of scope "file")."""
+
+    id: str
+    name: str
+    description: str | None = None
+    instructions: str | None = None
+    files: list[tuple[str, str]] = Field(default_factory=list)  # (file id, file name)
+
+
 class AgentData(_Model):
     id: str
     user_id: str | None = None
@@ -95,6 +106,7 @@ class AgentData(_Model):
     created_at: datetime
     updated_at: datetime
     blocks: list[BlockData] = Field(default_factory=list)
+    folders: list[FolderView] = Field(default_factory=list)  # where read with the blocks
 
 
 class ToolCallData(BaseModel):

@@ -84,10 +84,11 @@ class Memory:
         """What a turn starts from, in one snapshot (one thread hop / round trip): the agent
         with the blocks of the conversation's caller, and the conversation (its context
         version). NotFound if either is gone or the conversation is another agent's."""
-        conv_rows, rows = await self.db.batch(
+        conv_rows, rows, folders = await self.db.batch(
             [
                 Stmt(_CONVERSATION, (conversation_id,), returns=True),
                 self.agents.get_stmt_in(agent_id, conversation_id),
+                self.agents.folders_stmt(agent_id),
             ]
         )
         if not conv_rows or conv_rows[0]["agent_id"] != agent_id:
@@ -97,7 +98,7 @@ class Memory:
         conv = ConversationData.model_validate(
             _CONVERSATIONS.decode(conv_rows[0], sqlite=self.db.is_sqlite)
         )
-        return self.agents.decode_for_turn(conversation_id, rows), conv
+        return self.agents.decode_for_turn(conversation_id, rows, folders), conv
 
     async def finish_turn(
         self,

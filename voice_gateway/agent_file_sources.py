@@ -77,10 +77,12 @@ def agent_sources(a: AgentIn, files: list[FilePlan]) -> tuple[list[str], list[Op
         content = text_of.get(fa.file_id)
         if not fa.is_open or content is None:
             continue
-        offset = (fa.start_line - 1) if fa.start_line else 0
+        offset = (fa.start_line - 1) if fa.start_line else None
         length = None
         if fa.start_line and fa.end_line and fa.end_line >= fa.start_line:
             length = fa.end_line - fa.start_line + 1
+        if (fa.visible_content or "").startswith("[Viewing file start"):
+            offset = length = None  # Letta's window from the start, not a range asked for
         text, first, last = window(content, offset, length)
         opened.append(OpenPlan(fa.file_id, text, first, last, fa.last_accessed_at))
     return list(a.source_ids or []), opened

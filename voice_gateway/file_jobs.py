@@ -19,6 +19,7 @@ from memory.archival import bump
 from memory.files import FileData, FolderData
 from memory.ids import utcnow
 from memory.ingest import chunk, from_text, parse
+from memory.open_files import open_for_attached
 from memory.orm import FileRecord, Passage
 from memory.service import Memory
 
@@ -74,6 +75,10 @@ class FileJobs:
                     total_chunks=len(chunks),
                     chunks_embedded=0,
                 )
+                if text is None:  # an upload (an imported agent keeps the windows it had)
+                    # its text opens in the context of the agents its folder is attached to
+                    # (their prompts follow: a new block is a new prompt, agents/context.py)
+                    await open_for_attached(self.memory.db, file.id)
                 archive_id = await self.memory.folders.archive_id(folder.id)
                 archival = self.memory.archival
                 embedder = archival.embedder_for(folder.embedding)

@@ -60,6 +60,10 @@ async def test_voice_question_about_page_37_of_a_pdf(vg: VoiceGateway) -> None:
     await c.stream(np.concatenate([silence(300), question, silence(900)]), 16000)
     await c.wait_for("response.done", timeout=90)
 
+    # attaching opened the files; a voice prompt names them without their text
+    system = vg.llm.requests[0]["messages"][0]["content"]
+    assert '<file status="open" name="plant docs/faq.md">' in system
+    assert "Refunds are paid" not in system
     tools = vg.llm.requests[0]["tools"]  # voice mode offered the file tool, with the filler
     [search] = [t for t in tools if t["function"]["name"] == "semantic_search_files"]
     assert "pre_exec_msg" in search["function"]["parameters"]["properties"]

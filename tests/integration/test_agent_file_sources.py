@@ -57,8 +57,8 @@ def _agent_with_folder(client: Letta) -> tuple[str, str, dict[str, str]]:
         assert _processed(client, folder.id, f.id).processing_status == "completed"
         ids[name] = f.id
     agent = client.agents.create(model="openai/fake", name="fixer", metadata={"max_files_open": 2})
-    client.agents.folders.attach(folder.id, agent_id=agent.id)
-    client.agents.files.open(ids["manual.md"], agent_id=agent.id)
+    client.agents.folders.attach(folder.id, agent_id=agent.id)  # opens both
+    client.agents.files.close(ids["faq.md"], agent_id=agent.id)
     return agent.id, folder.id, ids
 
 
@@ -80,8 +80,10 @@ def test_folders_and_open_files_round_trip(client: Letta) -> None:
     state = {fa["file_name"]: fa for fa in agent["files_agents"]}
     assert state["faq.md"]["is_open"] is False and state["faq.md"]["visible_content"] is None
     manual = state["manual.md"]
-    assert manual["is_open"] and (manual["start_line"], manual["end_line"]) == (1, 100)
-    assert manual["visible_content"].startswith("1: Step 1: tighten bolt 1 to 2 Nm.")
+    assert manual["is_open"] and (manual["start_line"], manual["end_line"]) == (1, 150)
+    assert manual["visible_content"].startswith(
+        "[Viewing file start (out of 150 lines)]\n1: Step 1: tighten bolt 1 to 2 Nm."
+    )
 
     new_id = upload(client, af)
     folders = client.agents.folders.list(agent_id=new_id).items
@@ -95,7 +97,7 @@ def test_folders_and_open_files_round_trip(client: Letta) -> None:
     listed = {f.file_name: f for f in client.agents.files.list(new_id).files}
     assert listed["manual.md"].is_open and not listed["faq.md"].is_open
     assert listed["manual.md"].visible_content == manual["visible_content"]
-    assert (listed["manual.md"].start_line, listed["manual.md"].end_line) == (1, 100)
+    assert (listed["manual.md"].start_line, listed["manual.md"].end_line) == (1, 150)
     tools = {t.name for t in client.agents.retrieve(agent_id=new_id).tools}
     assert {"open_files", "grep_files", "semantic_search_files"} <= tools
     # the file's state is the agent's own: closing it there leaves the original open
@@ -134,7 +136,10 @@ def test_a_letta_file_with_a_window_and_a_file_without_text(client: Letta) -> No
     [opened] = client.agents.files.list(new_id, is_open=True).files
     assert opened.file_name == "notes.txt" and (opened.start_line, opened.end_line) == (120, 125)
     assert opened.visible_content == "\n".join(
-        f"{n}: Step {n}: tighten bolt {n} to {n * 2} Nm." for n in range(120, 126)
+        [
+            "[Viewing lines 120 to 125 (out of 150 lines)]",
+            *(f"{n}: Step {n}: tighten bolt {n} to {n * 2} Nm." for n in range(120, 126)),
+        ]
     )
     assert _processed(client, folder.id, files["notes.txt"].id).processing_status == "completed"
 

@@ -107,7 +107,8 @@ def test_pdf_and_markdown_answered_through_file_tools(client: Letta, fake_llm: F
         agent_id=agent.id, messages=[{"role": "user", "content": "Any refunds?"}]
     )
     system = fake_llm.requests[-1]["messages"][0]["content"]
-    assert "<open_files>" in system and "Refunds are paid within 14 days" in system
+    assert '<file status="open" name="plant docs/faq.md">' in system
+    assert "Refunds are paid within 14 days" in system
     assert "faq.md:3" in resp.messages[-1].content  # grep: file and line number
     assert all(b.label != "plant docs/faq.md" for b in client.agents.blocks.list(agent.id))
 
@@ -117,7 +118,8 @@ def test_pdf_and_markdown_answered_through_file_tools(client: Letta, fake_llm: F
     client.agents.messages.create(
         agent_id=agent.id, messages=[{"role": "user", "content": "And now?"}]
     )
-    assert "<open_files>" not in fake_llm.requests[-1]["messages"][0]["content"]
+    system = fake_llm.requests[-1]["messages"][0]["content"]
+    assert '<directory name="plant docs">' in system and "faq.md" not in system
     state = client.agents.folders.detach(folder.id, agent_id=agent.id)
     assert "semantic_search_files" not in {t.name for t in state.tools}
     client.folders.delete(folder.id)

@@ -40,12 +40,17 @@ def test_open_close_and_list_an_agents_files(client: Letta, fake_llm: FakeLLM) -
     agent = client.agents.create(model="openai/fake", metadata={"max_files_open": 2})
     client.agents.folders.attach(folder.id, agent_id=agent.id)
 
+    # attaching opens the newest files within max_files_open (Letta's)
     page = client.agents.files.list(agent.id)
     assert [f.file_name for f in page.files] == ["c.md", "b.md", "a.md"]  # newest first
-    assert page.has_more is False and not any(f.is_open for f in page.files)
+    assert page.has_more is False and [f.is_open for f in page.files] == [True, True, False]
     first = page.files[0]
     assert (first.file_id, first.folder_id, first.folder_name) == (ids["c"], folder.id, "docs")
-    assert first.id.startswith("file_agent-") and first.visible_content is None
+    assert first.id.startswith("file_agent-")
+    assert (
+        first.visible_content == "[Viewing file start (out of 2 lines)]\n1: # c\n2: line two of c"
+    )
+    assert sorted(client.agents.files.close_all(agent.id)) == ["docs/b.md", "docs/c.md"]
 
     assert client.agents.files.open(ids["a"], agent_id=agent.id) == []
     assert client.agents.files.open(ids["b"], agent_id=agent.id) == []
@@ -53,8 +58,10 @@ def test_open_close_and_list_an_agents_files(client: Letta, fake_llm: FakeLLM) -
     assert client.agents.files.open(ids["c"], agent_id=agent.id) == ["docs/a.md"]
     open_now = client.agents.files.list(agent.id, is_open=True, order="asc").files
     assert [f.file_name for f in open_now] == ["b.md", "c.md"]
-    assert open_now[0].visible_content == "1: # b\n2: line two of b\n3: "
-    assert (open_now[0].start_line, open_now[0].end_line) == (1, 3)
+    assert open_now[0].visible_content == (
+        "[Viewing file start (out of 2 lines)]\n1: # b\n2: line two of b"
+    )
+    assert (open_now[0].start_line, open_now[0].end_line) == (1, 2)
     assert open_now[0].last_accessed_at is not None
     assert [f.file_name for f in client.agents.files.list(agent.id, is_open=False).files] == [
         "a.md"
@@ -63,7 +70,8 @@ def test_open_close_and_list_an_agents_files(client: Letta, fake_llm: FakeLLM) -
     client.agents.files.open(ids["b"], agent_id=agent.id)
     assert client.agents.files.open(ids["a"], agent_id=agent.id) == ["docs/c.md"]
     prompt = json.loads(client.agents.recompile(agent.id, dry_run=True))  # a JSON string
-    assert '<file name="docs/a.md">' in prompt and "line two of b" in prompt
+    assert '<file status="open" name="docs/a.md">' in prompt and "line two of b" in prompt
+    assert '<file status="closed" name="docs/c.md">' in prompt
     assert "line two of c" not in prompt
 
     # the SDK's auto-pagination walks every file once, in order

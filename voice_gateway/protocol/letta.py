@@ -87,6 +87,8 @@ class AgentCreate(_Body):
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
     enable_sleeptime: bool | None = None  # a sleeptime agent sharing its blocks (Letta's)
+    max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
+    per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -111,6 +113,16 @@ class AgentUpdate(_Body):
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     enable_sleeptime: bool | None = None
+    max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
+    per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
+
+
+FILE_LIMITS = ("max_files_open", "per_file_view_window_char_limit")
+
+
+def with_file_limits(metadata: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The agent's metadata with the open-file limits given (memory/open_files.py reads them)."""
+    return {**metadata, **{k: given[k] for k in FILE_LIMITS if given.get(k) is not None}}
 
 
 class AnswerIn(_Body):

@@ -15,7 +15,12 @@ from memory.shared_blocks import SharedBlocks
 from voice_gateway import __version__
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import gateway_of
-from voice_gateway.protocol.letta import AgentCreate, AgentUpdate
+from voice_gateway.protocol.letta import (
+    FILE_LIMITS,
+    AgentCreate,
+    AgentUpdate,
+    with_file_limits,
+)
 from voice_gateway.routes import (
     conversation_access,
     rest_agent_files,
@@ -116,7 +121,7 @@ async def create_agent(request: Request) -> JSONResponse:
         tool_names=tools,
         tool_rules=rules,
         tags=body.tags,
-        metadata=body.metadata,
+        metadata=with_file_limits(body.metadata, body.model_dump()),
         greeting=body.greeting,
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
@@ -199,6 +204,9 @@ async def update_agent(request: Request) -> JSONResponse:
         )
     if "context_window_limit" in fields:
         fields["context_window"] = fields.pop("context_window_limit")
+    limits = {k: fields.pop(k) for k in FILE_LIMITS if k in fields}
+    if limits:
+        fields["metadata"] = with_file_limits(fields.get("metadata") or agent.metadata, limits)
     updated = await gw.memory.agents.update(agent.id, **fields)
     if sleeptime is True:
         await rest_groups.enable(gw, updated)

@@ -108,10 +108,10 @@ async def upload_file(request: Request) -> JSONResponse:
         if upload.size is not None and upload.size > limit:
             raise ApiError(413, f"file over the limit of {limit} bytes")
         data = await upload.read(limit + 1)
-        name = request.query_params.get("name") or upload.filename or ""
+        uploaded = PurePosixPath((upload.filename or "").replace("\\", "/")).name
     if len(data) > limit:
         raise ApiError(413, f"file over the limit of {limit} bytes")
-    name = PurePosixPath(name.replace("\\", "/")).name.strip()[:300]
+    name = file_name(request.query_params.get("name") or uploaded)
     if not name:
         raise ApiError(422, "the file needs a name")
     try:
@@ -123,7 +123,7 @@ async def upload_file(request: Request) -> JSONResponse:
     existing = await gw.memory.files.by_original(folder.id, original) or taken.get(name)
     if existing is not None:
         if mode == "error":
-            raise Conflict(f"a file named '{name}' is already in the folder")
+            raise Conflict(f"a file named '{name}' already exists in the folder")
         if mode == "skip":
             return JSONResponse(file_json(await gw.memory.files.get(existing)))
         if mode == "replace":
@@ -136,6 +136,13 @@ async def upload_file(request: Request) -> JSONResponse:
     await worker.recover()  # uploads a stopped gateway left unfinished: "error"
     worker.submit(folder, record, data)
     return JSONResponse(file_json(record))
+
+
+def file_name(given: str) -> str:
+    """A file's name in its folder: a name given with the upload may be a path ("a/b/c.txt",
+    as in Letta); empty, "." and ".." parts are dropped (a name is never a path on disk)."""
+    parts = [p.strip() for p in given.replace("\\", "/").split("/")]
+    return "/".join(p for p in parts if p not in ("", ".", ".."))[:300]
 
 
 async def list_files(request: Request) -> JSONResponse:
@@ -194,7 +201,7 @@ async def _set_attached(request: Request, attached: bool) -> JSONResponse:
 
 async def attach_folder(request: Request) -> JSONResponse:
     """Attach a folder: the agent gets the file tools (open_files, grep_files,
-    semantic_search_files)."""
+    semantic_search_files) and the folder's newest files open in its context."""
     return await _set_attached(request, True)
 
 

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from memory.models import AgentData, NotFound
-from memory.open_files import AgentFile, OpenFiles, max_open
+from memory.open_files import AgentFile, OpenFiles, max_open, window_chars
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import gateway_of
 from voice_gateway.protocol.letta import iso
@@ -107,7 +107,9 @@ async def open_agent_file(request: Request) -> JSONResponse:
             409, f"file {f.file_id} has no text to open yet (processing_status {record.status})"
         )
     name = f"{f.folder_name}/{f.file_name}"
-    _, _, closed = await store.open_window(agent.id, record, name, max_open(agent.metadata))
+    _, _, closed = await store.open_window(
+        agent.id, record, name, max_open(agent.metadata), chars=window_chars(agent.metadata)
+    )
     gw.loop.prompts.forget(agent.id)
     return JSONResponse(closed)
 
