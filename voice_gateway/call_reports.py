@@ -1,6 +1,6 @@
 """The post-call report: the call record, its transcript (what the caller and the agent said,
 the agent's tool calls and their results), each turn's latencies (the `turn.metrics` figures
-kept on the turn's run) and the recording (null when the call has none). Served by
+kept on the turn's run) and the recording's path (null when the call has none). Served by
 `GET /v1/calls/{id}/report` and sent as the `data` of the `call.ended` webhook."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def call_json(c: CallData) -> dict[str, Any]:
         "vendor_call_id": c.vendor_call_id,
         "options": c.options,
         "metadata": c.metadata,
+        "recording_url": f"/v1/calls/{c.id}/recording" if c.recording_path else None,
     }
 
 
@@ -85,5 +86,5 @@ async def call_report(
             transcript_entry(m) for m in messages if m.kind in SHOWN_KINDS and m.role != "system"
         ],
         "turns": [turn_entry(r) for r in runs],
-        "recording": None,
+        "recording": call_json(call)["recording_url"],
     }

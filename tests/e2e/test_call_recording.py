@@ -98,7 +98,10 @@ async def test_recorded_browser_call(vg: VoiceGateway) -> None:
     assert await c.wait_closed() == 1000
 
     call = await recorded_call(vg, agent_id)
-    resp = vg.http.get(f"/v1/calls/{call['id']}/recording")
+    url = f"/v1/calls/{call['id']}/recording"
+    assert vg.http.get(f"/v1/calls/{call['id']}").json()["recording_url"] == url
+    assert vg.http.get(f"/v1/calls/{call['id']}/report").json()["recording"] == url
+    resp = vg.http.get(url)
     assert resp.headers["content-type"] == "audio/wav"
     rate, near, far = channels(resp.content)
     assert rate == 16000
@@ -145,6 +148,7 @@ def erase_caller(vg: VoiceGateway, call_id: str, agent_id: str) -> None:
     assert not wav_path.exists()
     gone = vg.http.get(f"/v1/calls/{call_id}/recording")
     assert gone.status_code == 404 and "no recording" in gone.json()["detail"]
+    assert vg.http.get(f"/v1/calls/{call_id}").json()["recording_url"] is None
 
 
 async def _record(gw: Gateway, call_id: str) -> CallData:
