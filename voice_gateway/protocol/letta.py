@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agents.approvals import Answer, ClientTool
 from agents.llm.providers import PROVIDERS
 from agents.tools.base_tools import LETTA_TOOL_TYPES
+from agents.tools.call_control import check_call_tools, check_targets
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, PassageData
 from memory.tools import ToolData
@@ -87,6 +88,18 @@ class AgentCreate(_Body):
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     initial_message_sequence: list[MessageIn] | None = Field(None, max_length=100)
     enable_sleeptime: bool | None = None  # a sleeptime agent sharing its blocks (Letta's)
+    transfer_targets: dict[str, str] = Field(default_factory=dict)  # call control (ours)
+    call_tools: list[str] | None = None
+
+    @field_validator("transfer_targets")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_targets(v)
+
+    @field_validator("call_tools")
+    @classmethod
+    def _call_tools(cls, v: list[str] | None) -> list[str] | None:
+        return check_call_tools(v)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -111,6 +124,18 @@ class AgentUpdate(_Body):
     context_window_limit: int | None = Field(None, ge=500, le=MAX_CONTEXT_WINDOW)
     tool_rules: list[dict[str, Any]] | None = Field(None, max_length=200)
     enable_sleeptime: bool | None = None
+    transfer_targets: dict[str, str] | None = None
+    call_tools: list[str] | None = None
+
+    @field_validator("transfer_targets")
+    @classmethod
+    def _targets(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return None if v is None else check_targets(v)
+
+    @field_validator("call_tools")
+    @classmethod
+    def _call_tools(cls, v: list[str] | None) -> list[str] | None:
+        return check_call_tools(v)
 
 
 class AnswerIn(_Body):
@@ -373,6 +398,8 @@ def agent_json(
         "metadata": a.metadata,
         "greeting": a.greeting,
         "voice_default": a.voice_default,
+        "transfer_targets": a.transfer_targets,
+        "call_tools": a.call_tools,
         "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
