@@ -49,6 +49,7 @@ class Host:
     transport: RecordingTransport = field(default_factory=RecordingTransport)
     reply: None = None
     output_rate: int = 16000
+    closing: bool = False
 
 
 def agent(**kw: Any) -> AgentData:

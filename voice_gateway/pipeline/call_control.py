@@ -34,6 +34,7 @@ class Controlled(Protocol):
     transport: Transport
     reply: Reply | None  # the reply under way (the one whose tool is running)
     output_rate: int
+    closing: bool  # queued and new turns are dropped
 
 
 class SessionCallControl:
@@ -83,6 +84,7 @@ class SessionCallControl:
         goodbye has been heard."""
         if self.ending is None:
             return
+        self.call.closing = True  # what the caller says meanwhile is not answered
         if not cut and self.ending == AGENT_ENDED:
             await reply.wait_for_playout()
         log.info("call ending: %s", self.ending)
