@@ -47,7 +47,7 @@ from agents.tool_steps import (
     with_client_tools,
 )
 from agents.tools import REGISTRY, ToolContext
-from agents.tools.call_control import with_call_tools
+from agents.tools.call_tools import with_call_tools
 from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
 from agents.tools.mcp_tools import McpTools

@@ -2,7 +2,7 @@
 
 from agents.tools import (
     base_tools,
-    call_control,
+    call_tools,
     file_tools,
     memory_tools,
     multi_agent,
@@ -35,7 +35,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "base_tools",
-    "call_control",
+    "call_tools",
     "file_tools",
     "memory_tools",
     "multi_agent",

@@ -1,4 +1,4 @@
-"""The call tools (agents/tools/call_control.py) on the real call control of a voice call
+"""The call tools (agents/tools/call_tools.py) on the real call control of a voice call
 (voice_gateway/pipeline/call_control.py) over a transport that records what it is asked:
 which runs are offered them, and what the model's bad calls get back (the executor's error
 results, as the loop stores them), while the call goes on."""
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agents.tools import REGISTRY, ToolContext
-from agents.tools.call_control import CALL_TOOLS, call_tools, with_call_tools
+from agents.tools.call_tools import CALL_TOOLS, call_tools, with_call_tools
 from agents.tools.executor import Call, execute
 from memory.models import AgentData
 from voice_gateway.pipeline.call_control import SessionCallControl

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agents.approvals import Answer, ClientTool
 from agents.llm.providers import PROVIDERS
 from agents.tools.base_tools import LETTA_TOOL_TYPES
-from agents.tools.call_control import check_call_tools, check_targets
+from agents.tools.call_tools import check_call_tools, check_targets
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, PassageData
 from memory.tools import ToolData
