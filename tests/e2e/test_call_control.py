@@ -16,6 +16,7 @@ from tests.e2e.conftest import VoiceGateway
 from tests.support.fake_llm import Reply, ToolCallSpec
 from tests.support.voice_client import VoiceClient
 from tests.unit.test_dtmf import decode
+from voice_gateway.webrtc.client import WebRTCCaller
 
 DESK = "+15551230000"
 GOODBYE = "Thanks for calling. Goodbye!"
@@ -161,3 +162,34 @@ def test_agent_fields_are_checked(vg: VoiceGateway) -> None:
     assert body["call_tools"] == ["end_call"]
     bad = vg.http.patch(f"/v1/agents/{agent_id}", json={"transfer_targets": {"x y!": DESK}})
     assert bad.status_code == 422
+
+
+async def test_webrtc_end_call_and_transfer(vg: VoiceGateway) -> None:
+    agent_id = vg.agent(name="desk", transfer_targets={"front desk": DESK})
+    transfer = ToolCallSpec("transfer_call", {"target": "front desk", "summary": "A refund."})
+    vg.llm.push(
+        Reply(text="Connecting you now.", tool_calls=[transfer]),
+        Reply(text=GOODBYE, tool_calls=[ToolCallSpec("end_call", {"reason": "done"})]),
+    )
+    c = WebRTCCaller(vg.server.url, agent_id)
+    await c.connect()
+    try:
+        await c.wait_for("session.started", timeout=20)
+        c.send({"type": "input_text", "text": "the front desk please"})
+        asked = await c.wait_for("transfer.requested", timeout=40)
+        assert (asked["target"], asked["mode"], asked["summary"]) == (
+            "front desk",
+            "cold",
+            "A refund.",
+        )
+        await c.wait_for("response.done", timeout=40)
+        c.send({"type": "input_text", "text": "never mind, bye"})
+        assert await c.wait_for("session.ended", timeout=40) == {
+            "type": "session.ended",
+            "reason": "agent_ended",
+        }
+        closed = await c.wait_for("session.closed", timeout=10)
+        assert closed["code"] == 1000
+        assert (await ended_record(vg, agent_id))["end_reason"] == "agent_ended"
+    finally:
+        await c.close()

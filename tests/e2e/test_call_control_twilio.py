@@ -194,3 +194,24 @@ async def test_send_dtmf_plays_the_tones_in_band(pg: PhoneGateway, api: FakeTwil
     assert keys.startswith("41#"), keys
     assert updates(api, sid) == []  # tones in-band, nothing over REST
     await call.hang_up()
+
+
+async def test_warm_transfer_briefs_the_person_then_joins_the_caller(
+    pg: PhoneGateway, api: FakeTwilioApi
+) -> None:
+    agent_id = pg.agent(name="desk", transfer_targets={"front desk": DESK})
+    args = {"target": "front desk", "mode": "warm", "summary": "The caller wants a refund."}
+    pg.llm.push(Reply(text=ANNOUNCE, tool_calls=[ToolCallSpec("transfer_call", args)]))
+    sid = "CA" + "b" * 32
+    call = await answered(pg, api, agent_id, sid)
+    assert await call.wait_closed(40) == 1000
+    room = f'<Conference endConferenceOnExit="true">transfer-{sid}</Conference>'
+    (leg,) = api.of("POST", "/Calls.json")
+    assert (leg.one("To"), leg.one("From")) == (DESK, OURS)  # from our number on the call
+    assert leg.one("Twiml").endswith(
+        f"<Response><Say>The caller wants a refund.</Say><Dial>{room}</Dial></Response>"
+    )
+    (moved,) = updates(api, sid)
+    assert moved.one("Twiml").endswith(f"<Response><Dial>{room}</Dial></Response>")
+    assert leg.at < moved.at  # the person is called first; then the caller joins
+    assert (await record(pg, agent_id))["end_reason"] == "transferred"
