@@ -66,7 +66,7 @@ async def end_call(ctx: ToolContext, reason: str) -> str:
     return "The call ends after your goodbye has been played."
 
 
-@REGISTRY.register(voice_safe=True, tags=["call_control"])
+@REGISTRY.register(voice_safe=True, ends_turn=True, tags=["call_control"])
 async def transfer_call(
     ctx: ToolContext, target: str, mode: TransferMode = "cold", summary: str = ""
 ) -> str:
