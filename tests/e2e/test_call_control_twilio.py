@@ -128,8 +128,10 @@ async def test_end_call_plays_the_goodbye_then_completes_the_call(
     assert not any(r.at > done.at for r in call.of_event("media"))
     goodbye_ms = int(heard[-1].rpartition(":")[2])
     assert goodbye_ms > 1500  # a sentence of speech, not a blip
+    # every mark of the goodbye (to its last frame) came back before the hang-up request
+    sent = [r.msg["mark"]["name"] for r in call.of_event("mark")]
     echoed = dict((name, at) for at, name in call.echoed)
-    assert heard[-1] in echoed and echoed[heard[-1]] < done.at  # heard, then hung up
+    assert sent and all(name in echoed and echoed[name] < done.at for name in sent)
     rec = await record(pg, agent_id)
     assert rec["end_reason"] == "agent_ended"
     kinds = [(m["message_type"], m.get("content") or "") for m in pg.messages(agent_id)]
