@@ -73,10 +73,14 @@ class ReplyHost(Protocol):
     output_rate: int
     approvals: CallApprovals  # calls waiting for the caller's (or the app's) answer
     client_tools: list[ClientTool]  # tools the client runs (session.start client_tools)
-    control: CallControl  # what the call tools do to the call (pipeline/call_control.py)
 
     @property
     def source(self) -> Source: ...
+
+    @property
+    def control(self) -> CallControl:
+        """What the call tools do to the call (pipeline/call_control.py)."""
+        ...
 
     async def send(self, type_: str, **fields: Any) -> None: ...
 
