@@ -39,13 +39,24 @@ class Controlled(Protocol):
 
 class SessionCallControl:
     def __init__(self, call: Controlled) -> None:
-        self.call = call
+        self._call: Controlled | None = call
+        self.name = call.transport.name
         self.ending: str | None = None  # the end reason once the call is ending
         self.reason = ""  # the model's words for why it ended the call
 
     @property
+    def call(self) -> Controlled:
+        if self._call is None:
+            raise ToolError("the call has ended")
+        return self._call
+
+    def detach(self) -> None:
+        """The call is over: let go of it (no reference cycle keeps it alive)."""
+        self._call = None
+
+    @property
     def transport(self) -> str:
-        return self.call.transport.name
+        return self.name
 
     def end_after_reply(self, reason: str) -> None:
         if self.ending is not None:

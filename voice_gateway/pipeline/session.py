@@ -246,6 +246,7 @@ class VoiceSession:
             # what calls back into the call lets go of it: it dies by reference counting
             # (hundreds of hang-ups a minute otherwise wait for a full collection:
             # docs/benchmarks.md, `voice_soak`)
+            self.control.detach()
             if self._parts is not None:
                 self._parts.input.detach()
 
