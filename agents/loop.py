@@ -47,6 +47,7 @@ from agents.tool_steps import (
     with_client_tools,
 )
 from agents.tools import REGISTRY, ToolContext
+from agents.tools.call_tools import with_call_tools
 from agents.tools.custom import custom_tool
 from agents.tools.executor import Call, execute
 from agents.tools.mcp_tools import McpTools
@@ -194,7 +195,8 @@ class AgentLoop:
         transaction per step (as Letta does)."""
         inp, agent = run.inp, run.agent
         provider, model = self.llms.resolve(inp.model or agent.model)
-        tools = with_client_tools(await self.load_tools(agent, inp.mode), inp.client_tools)
+        tools = with_call_tools(await self.load_tools(agent, inp.mode), agent, inp.call)
+        tools = with_client_tools(tools, inp.client_tools)
         by_name = {t.name: t for t in tools}
         solver = rules_of(agent)
         run.rules_text = solver.prompt_block()
@@ -217,6 +219,7 @@ class AgentLoop:
             source_event_id=inp.source_event_id,
             staged=inp.staged,
             runner=self if inp.mode is not CONSULT else None,  # an asked agent asks no further
+            call=inp.call,
         )
         run.unsaved = []
         if waiting is not None:  # answer the waiting calls first (unanswered ones: refused)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from agents.approvals import Answer, ClientTool
 from agents.context import TEXT, Mode
+from agents.tools.call_control import CallControl
 from agents.tools.sandbox import SandboxConfig
 from agents.tools.staging import StagedMemory
 from memory.models import Source
@@ -43,3 +44,4 @@ class TurnInput:
     answers: list[Answer] | None = None
     answers_only: bool = False  # store the answers' results, then stop (a call that hung up)
     client_tools: list[ClientTool] = field(default_factory=list)
+    call: CallControl | None = None  # the live call of a voice turn: its call tools are offered

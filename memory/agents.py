@@ -30,6 +30,8 @@ AGENT_FIELDS = {
     "voice_default",
     "context_window",
     "metadata",
+    "transfer_targets",
+    "call_tools",
 }
 
 

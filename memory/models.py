@@ -103,6 +103,10 @@ class AgentData(_Model):
     voice_default: bool = False
     context_window: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # call control (agents/tools/call_control.py): name -> E.164 number or sip: URI, and the
+    # call tools its calls are offered (None: all)
+    transfer_targets: dict[str, str] = Field(default_factory=dict)
+    call_tools: list[str] | None = None
     created_at: datetime
     updated_at: datetime
     blocks: list[BlockData] = Field(default_factory=list)

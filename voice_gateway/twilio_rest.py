@@ -1,6 +1,7 @@
 """Twilio's REST API through the official `twilio` SDK (async HTTP client): place a call,
-hang one up. The base URL is a setting (VG_TWILIO_API_URL: a regional edge, or a loopback
-stand-in in tests); the account SID and auth token are TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN."""
+hang one up, move a live call to other TwiML (a transfer). The base URL is a setting
+(VG_TWILIO_API_URL: a regional edge, or a loopback stand-in in tests); the account SID and
+auth token are TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN."""
 
 from __future__ import annotations
 
@@ -82,6 +83,22 @@ class TwilioRest:
         its status as Twilio reports it."""
         updated = await self._do(self.client.calls(call_sid).update_async(status="completed"))
         return str(updated.status)
+
+    async def redirect(self, call_sid: str, twiml: str) -> str:
+        """Replace the live call's TwiML with `twiml` (a transfer's <Dial>); its status."""
+        updated = await self._do(self.client.calls(call_sid).update_async(twiml=twiml))
+        return str(updated.status)
+
+    async def numbers(self, call_sid: str) -> tuple[str, str]:
+        """(our number, the other party's) of a call, as Twilio reports it."""
+        call = await self._do(self.client.calls(call_sid).fetch_async())
+        inbound = str(call.direction) == "inbound"
+        return (str(call.to), str(call._from)) if inbound else (str(call._from), str(call.to))
+
+    async def create_leg(self, to: str, from_: str, twiml: str) -> str:
+        """Place a call that runs `twiml` (a warm transfer's second leg); its CallSid."""
+        created = await self._do(self.client.calls.create_async(to=to, from_=from_, twiml=twiml))
+        return str(created.sid)
 
     async def _do(self, request: Coroutine[Any, Any, T]) -> T:
         try:

@@ -1,6 +1,13 @@
 """Tools: the registry and the built-in memory tools (imported here so they register)."""
 
-from agents.tools import base_tools, file_tools, memory_tools, multi_agent, search_tools
+from agents.tools import (
+    base_tools,
+    call_tools,
+    file_tools,
+    memory_tools,
+    multi_agent,
+    search_tools,
+)
 from agents.tools.registry import PRE_EXEC_MSG, REGISTRY, Tool, ToolContext, ToolError
 
 BASE_TOOLS = [
@@ -28,6 +35,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "base_tools",
+    "call_tools",
     "file_tools",
     "memory_tools",
     "multi_agent",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agents.events import RunDone
+    from agents.tools.call_control import CallControl
     from agents.tools.staging import StagedMemory
     from memory.models import AgentData
     from memory.service import Memory
@@ -59,6 +60,7 @@ class ToolContext:
     finished: bool = False  # set by memory_finish_edits
     staged: StagedMemory | None = None  # sleeptime: memory edits wait for the run's commit
     runner: AgentRunner | None = None  # for agents that ask agents (None: may not ask)
+    call: CallControl | None = None  # the live call (voice turns; None: no call tools)
 
 
 ToolFn = Callable[..., Awaitable[str]]

@@ -58,6 +58,11 @@ class Agent(Base):
     archival_deletes: Mapped[int] = mapped_column(Integer, default=0)
     messages_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    # call control: name -> number or SIP URI; the call tools offered (NULL: all)
+    transfer_targets: Mapped[dict[str, Any]] = mapped_column(
+        JSON, default=dict, server_default="{}"
+    )
+    call_tools: Mapped[list[Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 

@@ -1,10 +1,12 @@
 """A loopback stand-in for Twilio's REST API (Calls create, update, fetch), which the official
 `twilio` SDK talks to through VG_TWILIO_API_URL. Every request is recorded (method, path, form
-fields, the Basic auth user); answers have the shape of Twilio's Call resource."""
+fields, the Basic auth user, the monotonic time it arrived); answers have the shape of
+Twilio's Call resource. `inbound` makes a call that came in (for updates of a live call)."""
 
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -25,6 +27,7 @@ class Recorded:
     form: dict[str, list[str]]
     user: str
     password: str
+    at: float = field(default_factory=time.monotonic)
 
     def one(self, name: str) -> str:
         return self.form[name][0]
@@ -37,6 +40,7 @@ class FakeTwilioApi:
     requests: list[Recorded] = field(default_factory=list)
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_create: int | None = None  # answer Calls create with this HTTP status (Twilio's error)
+    fail_update: int | None = None  # answer Calls update with this HTTP status
 
     @property
     def app(self) -> Starlette:
@@ -82,6 +86,8 @@ class FakeTwilioApi:
         call = self.calls.get(request.path_params["sid"])
         if call is None:
             return _error(404, 20404, "The requested resource was not found")
+        if self.fail_update is not None:
+            return _error(self.fail_update, 13223, "Dial: Invalid phone number format")
         if "Status" in rec.form:
             status = rec.one("Status")
             call["status"] = (
@@ -143,6 +149,10 @@ class FakeTwilioApi:
             "trunk_sid": None,
             "uri": f"{uri}.json",
         }
+
+    def inbound(self, sid: str, from_: str, to: str) -> None:
+        """A call that came in to `to` (our number) and is in progress."""
+        self.calls[sid] = {**self._resource(sid, to, from_, "in-progress"), "direction": "inbound"}
 
     def progress(self, sid: str, status: str) -> None:
         """The call moves on at Twilio (ringing, in-progress, ...), as the test plays it."""

@@ -90,6 +90,7 @@ class TwilioCall:
     echo_marks: bool = True
     mark_limit_ms: int | None = None  # echo no mark past this much audio (playback stalled)
     received: list[Outbound] = field(default_factory=list)
+    echoed: list[tuple[float, str]] = field(default_factory=list)  # (when, mark name) sent back
     close_code: int | None = None
     close_reason: str = ""
     ws: ClientConnection | None = None
@@ -245,6 +246,7 @@ class TwilioCall:
                     )
                 except websockets.ConnectionClosed:
                     return
+                self.echoed.append((time.monotonic(), name))
 
     # ---- what the gateway sent ----
 

@@ -75,6 +75,10 @@ def test_builtins_registered_with_voice_flags() -> None:
         "open_files",
         "grep_files",
         "semantic_search_files",
+        # call control: offered on calls only (agents/tools/call_tools.py)
+        "end_call",
+        "transfer_call",
+        "send_dtmf",
     }
     for name in (
         "core_memory_append",

@@ -19,7 +19,7 @@ MARK_GRACE_S = 2.0  # marks came, but not the last: give up waiting this long pa
 
 
 class Playout:
-    __slots__ = ("_clock", "_out", "_sent", "item_id", "marked_ms", "rate", "sent_ms")
+    __slots__ = ("_clock", "_marked", "_out", "_sent", "item_id", "marked_ms", "rate", "sent_ms")
 
     def __init__(self, item_id: str, rate: int) -> None:
         self.item_id = item_id  # the audio item (response.audio.* events, marks)
@@ -29,6 +29,7 @@ class Playout:
         self._clock: float | None = None  # monotonic time sent_ms would be heard from 0
         self._sent = asyncio.Event()  # all audio sent (or cut)
         self._out = asyncio.Event()  # heard to the end (or cut)
+        self._marked = asyncio.Event()  # a mark came (reset by `reach`)
 
     def audio(self, nbytes: int) -> None:
         """`nbytes` of PCM16 went out for the item."""
@@ -48,6 +49,7 @@ class Playout:
     def mark(self, played_ms: int) -> None:
         """A `Played` mark for the item."""
         self.marked_ms = max(played_ms, self.marked_ms or 0)
+        self._marked.set()
         if self._sent.is_set() and self.marked_ms >= self.sent_ms - MARK_SLACK_MS:
             self._out.set()
 
@@ -77,6 +79,21 @@ class Playout:
             async with asyncio.timeout(left_s):
                 await self._out.wait()
         self._out.set()
+
+    async def reach(self, ms: float) -> None:
+        """Until the caller has heard the item's first `ms` (a mark where the transport
+        reports marks, bounded by MARK_GRACE_S past the clock; else the clock), or it was
+        cut: e.g. an announcement before a transfer, mid-reply."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, ms - self._clock_ms()) / 1000):
+                await self._out.wait()
+        if self.marked_ms is None or self._out.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(MARK_GRACE_S):
+                while (self.marked_ms or 0) < ms - MARK_SLACK_MS and not self._out.is_set():
+                    self._marked.clear()
+                    await self._marked.wait()
 
     def _clock_ms(self) -> float:
         return 0.0 if self._clock is None else (time.monotonic() - self._clock) * 1000

@@ -28,6 +28,7 @@ from agents.events import (
     ToolResult,
 )
 from agents.loop import TurnInput
+from agents.tools.call_control import CallControl
 from agents.voice import VOICE, FillerDetector
 from memory.ids import new_id, utcnow
 from memory.models import AgentData, NotFound, Source, TranscriptEvent
@@ -75,6 +76,11 @@ class ReplyHost(Protocol):
 
     @property
     def source(self) -> Source: ...
+
+    @property
+    def control(self) -> CallControl:
+        """What the call tools do to the call (pipeline/call_control.py)."""
+        ...
 
     async def send(self, type_: str, **fields: Any) -> None: ...
 
@@ -164,6 +170,12 @@ class Reply:
         """Until the caller has heard the whole reply, or it was cut."""
         await self.playout.wait()
 
+    async def wait_for_said(self) -> None:
+        """Until the caller has heard what the reply has said so far (mid-reply: the
+        announcement of a transfer), or it was cut."""
+        await self.speaker.spoken()
+        await self.playout.reach(self.playout.sent_ms)
+
     async def _send_audio(self, pcm: bytes) -> None:
         self.playout.audio(len(pcm))
         await self.s.send_audio(self.item_id, pcm)
@@ -233,6 +245,7 @@ class Reply:
             llm_timeout_s=self.s.voice.config.llm_timeout_s,
             answers=self.turn.answers,
             client_tools=self.s.client_tools,
+            call=self.s.control,
         )
         self.t_llm_start = time.monotonic()
         try:
@@ -278,6 +291,7 @@ class Reply:
                         self._say(splitter.flush(), current)
                         await self._filler(found.text, found.cached)
                 elif isinstance(ev, ToolCallReady):
+                    self._say(splitter.flush(), current)  # said before the tool runs
                     await self.s.send(
                         "response.tool_call",
                         item_id=self.item_id,

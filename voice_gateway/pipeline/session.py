@@ -32,6 +32,7 @@ from voice_gateway.echo import create_canceller
 from voice_gateway.echo.base import EchoCanceller
 from voice_gateway.logs import call_id
 from voice_gateway.pipeline.approvals import CallApprovals
+from voice_gateway.pipeline.call_control import SessionCallControl
 from voice_gateway.pipeline.call_end import (
     call_end_event,
     drain_call,
@@ -50,7 +51,6 @@ from voice_gateway.pipeline.sentences import last_sentence
 from voice_gateway.pipeline.services import APOLOGY, STT_APOLOGY, VoiceServices
 from voice_gateway.pipeline.transport import (
     CLOSE_GOING_AWAY,
-    CLOSE_NORMAL,
     CLOSE_NOT_FOUND,
     Answered,
     AudioIn,
@@ -157,6 +157,7 @@ class VoiceSession:
         self._speech_start_ms = 0
         self._parts: CallParts | None = None  # built when the call starts
         self.end_reason: str | None = None  # how the call ended (its call record's end reason)
+        self.control = SessionCallControl(self)  # the call tools' way to end or move the call
 
     @property
     def parts(self) -> CallParts:
@@ -221,7 +222,7 @@ class VoiceSession:
                     await self.turns.put(await self._greeting())
                 # own task for the input loop: a frame resumes a short chain (ASGI's is ~12 deep)
                 reason = await tg.create_task(self._input(inp))
-                self.end_reason = ENDED_BY.get(reason, reason)
+                self.end_reason = self.control.ending or ENDED_BY.get(reason, reason)
                 await wind_down(self, reason)
                 for task in helpers:
                     task.cancel()
@@ -241,12 +242,13 @@ class VoiceSession:
                 )
                 await publish_call_end(self.gw.memory, event)
             if reason == "end":
-                await self.transport.close(CLOSE_NORMAL, "session ended")
+                await self.transport.end("caller_ended")  # session.ended, close 1000
             self.ended.set()
             log.info("call ended (%s) after %d turns", reason, self.turn_count)
             # what calls back into the call lets go of it: it dies by reference counting
             # (hundreds of hang-ups a minute otherwise wait for a full collection:
             # docs/benchmarks.md, `voice_soak`)
+            self.control.detach()
             if self._parts is not None:
                 self._parts.input.detach()
             await close_recording(self.gw, rec)  # last: the file is written off the loop
@@ -445,6 +447,7 @@ class VoiceSession:
             await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1
         self.reply = p.barge_in.reply = None
+        await self.control.after_reply(reply, cut=task.cancelled())
         p.detector.question = last_sentence(reply.heard())  # what the caller's words answer
         if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
             self.conversation_gone = True

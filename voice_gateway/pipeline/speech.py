@@ -88,6 +88,8 @@ class Speaker:
     _filling: asyncio.Task[None] | None = field(init=False, default=None)
     # first audio, or no hope
     _started: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    # everything queued so far has been sent (or the speaker stopped)
+    _idle: asyncio.Event = field(init=False, default_factory=asyncio.Event)
 
     def say(self, text: str, message_id: str | None, kind: str = "sentence") -> None:
         """Queue text for TTS; after a TTS failure in this reply, further text stays unspoken
@@ -95,6 +97,7 @@ class Speaker:
         client as response.text.delta)."""
         if text.strip() and self.tts_error is None:
             self._jobs.append(_Job(Segment(kind, text, message_id)))
+            self._idle.clear()
             self._wake.set()
 
     def play(self, text: str, audio: bytes, kind: str, *, urgent: bool = False) -> None:
@@ -104,6 +107,7 @@ class Speaker:
             self._jobs.appendleft(job)
         else:
             self._jobs.append(job)
+        self._idle.clear()
         self._wake.set()
 
     def close(self) -> None:
@@ -136,10 +140,15 @@ class Speaker:
         except TimeoutError:
             return
 
+    async def spoken(self) -> None:
+        """Until everything queued so far has been sent (or the speaker has stopped)."""
+        await self._idle.wait()
+
     async def run(self) -> None:
         try:
             while True:
                 if not self._jobs:
+                    self._idle.set()
                     if self._closed:
                         return
                     self._wake.clear()
@@ -152,6 +161,7 @@ class Speaker:
                     self._started.set()  # it said nothing (failed, or no audio): no wait
         finally:
             self._started.set()
+            self._idle.set()
             self._stop_keeping()
             if self._filling is not None:
                 self._filling.cancel()

@@ -70,6 +70,14 @@ class Answered:
 Inbound = AudioIn | TextIn | Played | Control | Notes | Closed | Answered
 
 
+class TransferFailed(Exception):
+    """A transfer could not be placed (the carrier refused, or none is possible here)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
 @dataclass(slots=True)
 class StartInfo:
     input_rate: int
@@ -82,6 +90,7 @@ class StartInfo:
 
 class Transport(ABC):
     source: Source = "voice"
+    name = "browser"  # call control's name for it: browser | twilio | webrtc
 
     @abstractmethod
     async def start(self) -> StartInfo | None:
@@ -123,6 +132,21 @@ class Transport(ABC):
         except TimeoutError:
             await self.close(CLOSE_GOING_AWAY, "no start message")
             return None
+
+    async def end(self, end_reason: str) -> None:
+        """The call ends from our side (call control: `agent_ended`, `transferred`):
+        `session.ended` with the reason, then close 1000."""
+        await self.send_event({"type": "session.ended", "reason": end_reason})
+        await self.close(CLOSE_NORMAL, end_reason)
+
+    async def transfer(self, target: str, destination: str, mode: str, summary: str) -> bool:
+        """Hand the caller to `destination` (target `target`'s number or SIP URI). True: the
+        caller was moved and the call is over for us; False: the app was asked
+        (`transfer.requested`) and the call goes on. Raises TransferFailed."""
+        await self.send_event(
+            {"type": "transfer.requested", "target": target, "mode": mode, "summary": summary}
+        )
+        return False
 
     async def error(self, code: str, message: str, *, fatal: bool = False) -> None:
         await self.send_event({"type": "error", "code": code, "message": message, "fatal": fatal})

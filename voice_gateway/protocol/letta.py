@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agents.approvals import Answer, ClientTool
 from agents.llm.providers import PROVIDERS
 from agents.tools.base_tools import LETTA_TOOL_TYPES
+from agents.tools.call_tools import check_call_tools, check_targets
 from agents.tools.registry import Tool
 from memory.models import AgentData, BlockData, BlockSpec, PassageData
 from memory.tools import ToolData
@@ -89,6 +90,18 @@ class AgentCreate(_Body):
     enable_sleeptime: bool | None = None  # a sleeptime agent sharing its blocks (Letta's)
     max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
     per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
+    transfer_targets: dict[str, str] = Field(default_factory=dict)  # call control (ours)
+    call_tools: list[str] | None = None
+
+    @field_validator("transfer_targets")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_targets(v)
+
+    @field_validator("call_tools")
+    @classmethod
+    def _call_tools(cls, v: list[str] | None) -> list[str] | None:
+        return check_call_tools(v)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -115,6 +128,18 @@ class AgentUpdate(_Body):
     enable_sleeptime: bool | None = None
     max_files_open: int | None = Field(None, ge=1, le=50)  # kept in metadata
     per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
+    transfer_targets: dict[str, str] | None = None
+    call_tools: list[str] | None = None
+
+    @field_validator("transfer_targets")
+    @classmethod
+    def _targets(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return None if v is None else check_targets(v)
+
+    @field_validator("call_tools")
+    @classmethod
+    def _call_tools(cls, v: list[str] | None) -> list[str] | None:
+        return check_call_tools(v)
 
 
 FILE_LIMITS = ("max_files_open", "per_file_view_window_char_limit")
@@ -385,6 +410,8 @@ def agent_json(
         "metadata": a.metadata,
         "greeting": a.greeting,
         "voice_default": a.voice_default,
+        "transfer_targets": a.transfer_targets,
+        "call_tools": a.call_tools,
         "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),

@@ -2,7 +2,10 @@
 
 Inbound: connected, start, media, dtmf, mark, stop (Twilio's own JSON). Outbound: media
 (base64 mu-law), a mark after every chunk (Twilio echoes it once the caller has heard the
-audio before it; that is what barge-in truncation uses), and clear on barge-in."""
+audio before it; that is what barge-in truncation uses), and clear on barge-in.
+
+Call control goes through Twilio's REST API (`rest`, when credentials are set): the agent's
+hang-up completes the call, a transfer moves it to a <Dial> (pipeline/call_control.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from twilio.twiml.voice_response import Dial, VoiceResponse
 
 from voice_gateway.audio import ulaw_decode, ulaw_encode
 from voice_gateway.pipeline.transport import (
@@ -29,9 +33,11 @@ from voice_gateway.pipeline.transport import (
     Played,
     StartInfo,
     TextIn,
+    TransferFailed,
 )
 from voice_gateway.protocol.socket import SocketTransport
 from voice_gateway.protocol.uvicorn_ws import SEND_EXTENSION, SINK_EXTENSION
+from voice_gateway.twilio_rest import TwilioRest, TwilioUnavailable
 
 log = logging.getLogger(__name__)
 CLOSE_UNSUPPORTED = 1003  # mediaFormat other than audio/x-mulaw 8000 mono
@@ -55,9 +61,11 @@ def dtmf_note(digits: str) -> str:
 
 class TwilioTransport(SocketTransport):
     source = "phone"
+    name = "twilio"
 
-    def __init__(self, ws: WebSocket) -> None:
+    def __init__(self, ws: WebSocket, rest: TwilioRest | None = None) -> None:
         self.ws = ws
+        self.rest = rest  # Twilio's REST API (None: no credentials, no transfers)
         self.stream_sid = ""
         self.call_sid = ""
         self.params: dict[str, str] = {}
@@ -304,3 +312,55 @@ class TwilioTransport(SocketTransport):
         if self._last_item is not None:
             self._cleared.add(self._last_item)
         await self._send({"event": "clear", "streamSid": self.stream_sid})
+
+    async def end(self, end_reason: str) -> None:
+        """The agent hung up: the call is completed over REST (when credentials are set and
+        it is still ours; a transferred call is not), then the stream is closed."""
+        if end_reason == "agent_ended" and self.rest is not None and not self.stopped:
+            try:
+                await self.rest.complete(self.call_sid)
+            except TwilioUnavailable as exc:
+                log.warning("twilio: could not complete call %s: %s", self.call_sid, exc.detail)
+        await self.close(CLOSE_NORMAL, end_reason)
+
+    async def transfer(self, target: str, destination: str, mode: str, summary: str) -> bool:
+        """Cold: the call's TwiML becomes a <Dial> to `destination`. Warm: a second call to
+        `destination` hears the summary (<Say>) and joins a <Conference>; then the caller is
+        moved into it."""
+        if self.rest is None or self.stopped or not self.call_sid:
+            raise TransferFailed("transfers need Twilio REST credentials on this gateway")
+        try:
+            if mode == "warm":
+                room = f"transfer-{self.call_sid}"
+                ours, _ = await self.rest.numbers(self.call_sid)
+                leg = VoiceResponse()
+                if summary:
+                    leg.say(summary)
+                leg.append(_conference(room))
+                await self.rest.create_leg(destination, ours, str(leg.to_xml()))
+                caller = VoiceResponse()
+                caller.append(_conference(room))
+                await self.rest.redirect(self.call_sid, str(caller.to_xml()))
+            else:
+                await self.rest.redirect(self.call_sid, dial_twiml(destination))
+        except TwilioUnavailable as exc:
+            raise TransferFailed(exc.detail) from exc
+        return True
+
+
+def dial_twiml(destination: str) -> str:
+    """<Response><Dial>number</Dial></Response> (a sip: URI inside <Sip>)."""
+    twiml = VoiceResponse()
+    if destination.startswith("sip:"):
+        dial = Dial()
+        dial.sip(destination)
+        twiml.append(dial)
+    else:
+        twiml.dial(destination)
+    return str(twiml.to_xml())
+
+
+def _conference(room: str) -> Dial:
+    dial = Dial()
+    dial.conference(room, end_conference_on_exit=True)
+    return dial

@@ -74,7 +74,13 @@ RESPONSES: dict[str, Schema] = {
             "created_at": STR,
             "updated_at": STR,
         },
-        {"description": NSTR, "greeting": NSTR, "agent_type": STR},
+        {
+            "description": NSTR,
+            "greeting": NSTR,
+            "agent_type": STR,
+            "transfer_targets": {"type": "object", "additionalProperties": STR},
+            "call_tools": {"type": ["array", "null"], "items": STR},
+        },
     ),
     "LettaMessage": obj(
         {

@@ -39,7 +39,12 @@ from voice_gateway.routes.http import parse_body, query_choice, query_int
 from voice_gateway.routes.openapi import openapi_document
 
 DEFAULT_PERSONA = "I am a friendly, concise assistant with a long-term memory."
-CLEARABLE = {"description", "greeting", "context_window_limit"}  # PATCH may set these to null
+CLEARABLE = {
+    "description",
+    "greeting",
+    "context_window_limit",
+    "call_tools",
+}  # PATCH may set these to null
 
 
 async def health(request: Request) -> JSONResponse:
@@ -125,6 +130,8 @@ async def create_agent(request: Request) -> JSONResponse:
         greeting=body.greeting,
         voice_default=body.voice_default,
         context_window=body.context_window_limit,
+        transfer_targets=body.transfer_targets,
+        call_tools=body.call_tools,
     )
     for block in attach:
         await shared.attach(block, agent.id)

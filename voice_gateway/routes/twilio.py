@@ -31,6 +31,7 @@ from voice_gateway.pipeline.transport import (
 from voice_gateway.protocol.twilio import TwilioTransport
 from voice_gateway.quotas import QuotaExceeded
 from voice_gateway.routes.voice_ws import admit_call, quota_ender, refusal, run_call
+from voice_gateway.twilio_rest import TwilioRest
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
@@ -143,7 +144,7 @@ async def media_socket(ws: WebSocket) -> None:
 
 
 async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
-    transport = TwilioTransport(ws)
+    transport = TwilioTransport(ws, TwilioRest.of(gw.settings))  # (REST: call control)
     info = await transport.start_within(gw.settings.idle_timeout_s)
     if info is None:
         return

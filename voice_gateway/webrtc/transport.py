@@ -53,6 +53,7 @@ Item = Inbound | ClientEvent
 
 class WebRTCTransport(Transport):
     source = "voice"
+    name = "webrtc"
 
     def __init__(self, pc: RTCPeerConnection, agent_id: str, *, events: bool) -> None:
         self.pc = pc
