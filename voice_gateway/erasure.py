@@ -1,7 +1,5 @@
 """Right to erasure of one caller: their running turns are cancelled, then their
 conversations, messages, own blocks, caller-scoped passages, queued transcript events and
-"""Right to erasure of one caller: their running turns are cancelled, then their
-conversations, messages, own blocks, caller-scoped passages, queued transcript events and
 sleeptime state go in one transaction (IdentityStore.erase), and then from the database's
 files (memory.scrub); the transcript stream entries of their turns leave Redis
 (`vg:transcripts` and its dead-letter stream); the recordings of their calls (by caller key or

@@ -62,7 +62,7 @@ from voice_gateway.pipeline.transport import (
     TextIn,
     Transport,
 )
-from voice_gateway.pipeline.utterance import Utterance
+from voice_gateway.pipeline.utterance import Partials, Utterance
 from voice_gateway.recordings import close_recording, open_recording
 from voice_gateway.stt.base import STTError, STTStream
 from voice_gateway.turns.detector import TurnDetector
@@ -80,26 +80,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # why the input ended -> the call record's end reason
 ENDED_BY = {"gone": "caller_hung_up", "end": "caller_ended", "idle": "idle"}
-
-
-class Partials:
-    """The utterance being spoken: its turn id, and its partial transcripts to the client (the
-    STT stream's `on_partial`; it refers to the transport only)."""
-
-    __slots__ = ("transport", "turn_id")
-
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
-        self.turn_id = new_id("turn")
-
-    def next(self) -> str:
-        """The utterance ended: its turn id; the next one gets a new one."""
-        turn_id, self.turn_id = self.turn_id, new_id("turn")
-        return turn_id
-
-    async def send(self, text: str) -> None:
-        event = {"type": "transcript.partial", "turn_id": self.turn_id, "text": text}
-        await self.transport.send_event(event)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """An utterance the turn detector ended (pipeline/session.py): its transcript on its way, and
 what the call hears of it once the transcript is there (`heard`): the text and the time STT
 took, the STT failure (which the caller is told about), or nothing (speech the barge-in judge
-ignored, a cancelled transcript)."""
+ignored, a cancelled transcript); and the utterance being spoken (`Partials`): its turn id and
+its partial transcripts to the client."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from memory.ids import new_id
 from voice_gateway.pipeline.reply import UserTurn
+from voice_gateway.pipeline.transport import Transport
 
 
 @dataclass(slots=True)
@@ -45,3 +48,23 @@ class Utterance:
             stt_ms=stt_ms,
             turn_taking=self.turn_taking,
         )
+
+
+class Partials:
+    """The utterance being spoken: its turn id, and its partial transcripts to the client (the
+    STT stream's `on_partial`; it refers to the transport only)."""
+
+    __slots__ = ("transport", "turn_id")
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.turn_id = new_id("turn")
+
+    def next(self) -> str:
+        """The utterance ended: its turn id; the next one gets a new one."""
+        turn_id, self.turn_id = self.turn_id, new_id("turn")
+        return turn_id
+
+    async def send(self, text: str) -> None:
+        event = {"type": "transcript.partial", "turn_id": self.turn_id, "text": text}
+        await self.transport.send_event(event)
