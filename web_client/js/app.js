@@ -53,6 +53,8 @@ const vg = {
   memoryUpdates: [],
   clientTools: [], // client tool calls this page ran: {name, status}
   approvals: [], // approval requests shown: {callId, name, prompt}
+  ended: null, // the last session.ended reason
+  transfers: [], // transfer.requested events: {target, mode, summary}
   blocks: {},
   callerBlocks: {},
   statusLog: [],

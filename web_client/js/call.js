@@ -8,6 +8,11 @@ import * as alerts from "./ui/alerts.js";
 import { approvalRequest, toolCall } from "./client_tools.js";
 
 const PLAYED_EVERY_MS = 250; // how often audio.played is sent while a reply plays
+// session.ended reasons (docs/voice_socket.md) as the conversation shows them
+const ENDED = {
+  agent_ended: "The agent ended the call.",
+  caller_ended: "You ended the call.",
+};
 
 export class Call {
   /** ui: {log, memory, latency, onState(state, detail), onMic(status, message), onLevel(rms),
@@ -275,6 +280,19 @@ export class Call {
       case "memory.updated":
         s.memoryUpdates.push({ label: ev.label, version: ev.version });
         this.ui.memory.updated(ev.label, ev.version).catch(() => {});
+        break;
+      case "session.ended":
+        s.ended = ev.reason;
+        log.note(ENDED[ev.reason] ?? `The call ended (${ev.reason}).`);
+        break;
+      case "transfer.requested":
+        s.transfers.push({ target: ev.target, mode: ev.mode, summary: ev.summary });
+        log.note(`The agent asks to put you through to ${ev.target} (${ev.mode} transfer).`);
+        alerts.show({
+          kind: "info",
+          text: `Transfer to ${ev.target} requested${ev.summary ? `: ${ev.summary}` : "."}`,
+          timeoutMs: 15000,
+        });
         break;
       case "error":
         s.errors.push(ev);
