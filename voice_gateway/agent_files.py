@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents.tools import REGISTRY
+from agents.tools.call_tools import check_call_tools, check_targets
 from agents.tools.custom import SourceError, parse_source
 from memory.agent_import import AgentPlan, FilePlan, FolderPlan, ToolPlan
 from memory.embeddings import validate_handle
@@ -21,11 +22,11 @@ from voice_gateway.agent_file_sources import agent_sources, file_plans, folder_p
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway
 from voice_gateway.protocol.agent_file import AgentFile, AgentIn, BlockIn, MessageIn, ToolIn
+from voice_gateway.protocol.agent_file_out import EXTRAS_KEY
 from voice_gateway.protocol.letta import MAX_CONTEXT_WINDOW
 from voice_gateway.tool_isolation import refuse_if_unisolated
 
 SKIPPED_KEY = "import_skipped_tools"  # Letta built-in tools this server does not have
-EXTRAS_KEY = "voice_gateway"  # our own agent fields, kept in the file's agent metadata
 
 
 @dataclass
@@ -129,6 +130,8 @@ class Planner:
                 skipped.append(tools_by_id[ref].name)
         metadata = dict(a.metadata or {})
         extras = metadata.pop(EXTRAS_KEY, None) or {}
+        if not isinstance(extras, dict):
+            extras = {}
         if skipped:
             metadata[SKIPPED_KEY] = skipped
         if a.max_files_open is not None:
@@ -149,10 +152,9 @@ class Planner:
             # enforced by the agent loop (agents/tools/rules.py)
             "tool_rules": [r.model_dump(exclude_none=True) for r in a.tool_rules or []],
             "context_window": window,
-            "greeting": extras.get("greeting") if isinstance(extras, dict) else None,
-            "voice_default": bool(extras.get("voice_default"))
-            if isinstance(extras, dict)
-            else False,
+            "greeting": extras.get("greeting"),
+            "voice_default": bool(extras.get("voice_default")),
+            **call_control(i, extras),
         }
         messages = [] if self.opts.strip_messages else self._messages(a)
         folder_keys, opened = agent_sources(a, self.files)
@@ -281,3 +283,14 @@ def _message(m: MessageIn, *, in_context: bool) -> list[MessageData]:
             **base,
         )
     ]
+
+
+def call_control(i: int, extras: dict[str, Any]) -> dict[str, Any]:
+    """An imported agent's call-control fields (docs/call_control.md), checked as REST checks
+    them: a bad value is a 422 naming the agent."""
+    try:
+        targets = check_targets(dict(extras.get("transfer_targets") or {}))
+        tools = check_call_tools(extras.get("call_tools"))
+    except (TypeError, ValueError) as exc:
+        raise ApiError(422, f"agents[{i}]: {exc}") from exc
+    return {"transfer_targets": targets, "call_tools": tools}

@@ -322,3 +322,38 @@ def test_a_bad_second_agent_imports_neither(srv: ServerThread, db_url: str) -> N
     assert len(ids) == 2 and counts(db_url)["agents"] == before["agents"] + 2
     names = {httpx.get(f"{srv.url}/v1/agents/{i}").json()["name"] for i in ids}
     assert names == {"ada-support", "second"}
+
+
+def test_voice_and_call_control_fields_travel_with_the_file(
+    srv: ServerThread, client: Letta, db_url: str
+) -> None:
+    """Our fields Letta has no place for (greeting, voice_default, transfer_targets, call_tools)
+    go out under the file's agent metadata `voice_gateway` and come back on import; a bad
+    target in a file is a 422 that imports nothing."""
+    fields = {
+        "greeting": "Hello {name}!",
+        "voice_default": True,
+        "transfer_targets": {"front desk": "+15551230000", "billing": "sip:bill@pbx.example.com"},
+        "call_tools": ["end_call", "transfer_call"],
+    }
+    made = httpx.post(
+        f"{srv.url}/v1/agents/", json={"name": "desk", "model": "openai/x", **fields}, timeout=30
+    )
+    assert made.status_code in (200, 201), made.text
+    af = exported(client, made.json()["id"])
+    assert af["agents"][0]["metadata"]["voice_gateway"] == fields
+    again = upload(client, af)
+    body = httpx.get(f"{srv.url}/v1/agents/{again}", timeout=30).json()
+    assert {k: body[k] for k in fields} == fields
+    assert "voice_gateway" not in (body.get("metadata") or {})
+
+    before = counts(db_url)
+    bad = copy.deepcopy(af)
+    bad["agents"][0]["metadata"]["voice_gateway"]["transfer_targets"] = {"desk": "call me maybe"}
+    resp = httpx.post(
+        f"{srv.url}/v1/agents/import",
+        files={"file": ("x.af", json.dumps(bad).encode(), "application/json")},
+        timeout=30,
+    )
+    assert resp.status_code == 422 and "agents[0]" in resp.json()["detail"], resp.text
+    assert counts(db_url) == before

@@ -18,6 +18,15 @@ from voice_gateway.protocol.letta_sources import file_json, folder_json
 
 REVISION = "voice-gateway-1"  # metadata.revision_id: who wrote the file
 TOOL_RULES_KEY = "tool_rules"  # agent metadata key that holds imported tool rules (for now)
+EXTRAS_KEY = "voice_gateway"  # our own agent fields, kept in the file's agent metadata
+
+
+def agent_extras(agent: AgentData) -> dict[str, Any]:
+    """The agent's fields Letta has no place for (voice and call control), those set."""
+    extras: dict[str, Any] = {"greeting": agent.greeting, "call_tools": agent.call_tools}
+    extras |= {"voice_default": agent.voice_default or None}
+    extras |= {"transfer_targets": agent.transfer_targets or None}
+    return {k: v for k, v in extras.items() if v is not None}
 
 
 def _block(b: BlockData, n: int) -> dict[str, Any]:
@@ -126,6 +135,8 @@ def agent_file(
     # the agent's enforced rules (files imported before rules were enforced kept them here)
     rules = agent.tool_rules or metadata.pop(TOOL_RULES_KEY, None) or []
     metadata.pop(TOOL_RULES_KEY, None)
+    if extras := agent_extras(agent):
+        metadata[EXTRAS_KEY] = extras
     system = MessageData(id="", agent_id=agent.id, role="system", content=system_prompt)
     system.created_at = agent.created_at
     out_messages = [_message(system, "message-0", "agent-0", model)]
