@@ -61,7 +61,10 @@ async def test_reports_of_two_callers_on_one_agent(stack: tuple[VoiceGateway, Re
     agent_id = vg.agent(name="reports")
     alice, bob = VoiceClient(vg.ws(agent_id)), VoiceClient(vg.ws(agent_id))
     conv_a = (await (await alice.connect()).start(caller="report-alice"))["conversation_id"]
-    conv_b = (await (await bob.connect()).start(caller="report-bob"))["conversation_id"]
+    await (await bob.connect()).send(  # Bob's call is recorded
+        {"type": "session.start", "caller": "report-bob", "record": True}
+    )
+    conv_b = (await bob.wait_for("session.started"))["conversation_id"]
     assert conv_a != conv_b
 
     vg.llm.responder = lambda body: Reply(text="Noted.")
@@ -87,7 +90,9 @@ async def test_reports_of_two_callers_on_one_agent(stack: tuple[VoiceGateway, Re
         assert (call["agent_id"], call["transport"], call["status"]) == (
             agent_id, "browser", "completed",
         )  # fmt: skip
-        assert call["end_reason"] == "caller_ended" and report["recording"] is None
+        assert call["end_reason"] == "caller_ended"
+        recording = f"/v1/calls/{call['id']}/recording" if report is b else None
+        assert report["recording"] == call["recording_url"] == recording
         (turn,) = report["turns"]  # the turn's figures, as the caller's client was told
         assert turn["turn_id"] == heard["turn_id"] and turn["stop_reason"] == "end_turn"
         for key in ("llm_ttft_ms", "tts_ttfb_ms", "voice_to_voice_ms"):
