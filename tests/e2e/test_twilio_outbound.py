@@ -28,13 +28,15 @@ from tests.support.phone import (
     sign,
     transcribe_on,
 )
-from tests.support.servers import ServerThread
+from tests.support.servers import ServerThread, serve
 from tests.support.speech import wer
+from tests.support.webhook_receiver import Receiver
 
 ACCOUNT = "AC" + "5" * 32
 OURS = "+15005550006"  # the number calls come from
 BOB = "+15551230000"  # the person called
 FIRST = "Hello, this is the clinic calling about your appointment tomorrow."
+HOOK_SECRET = "whsec-outbound"
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +50,27 @@ def twilio_api() -> Iterator[tuple[FakeTwilioApi, ServerThread]]:
 
 
 @pytest.fixture(scope="module")
+def hooks() -> Iterator[tuple[Receiver, ServerThread]]:
+    """The receiver of the gateway's signed `call.ended` webhooks."""
+    receiver = Receiver(HOOK_SECRET)
+    with serve(receiver.app) as srv:
+        yield receiver, srv
+
+
+@pytest.fixture(scope="module")
 def phone(
-    tmp_path_factory: pytest.TempPathFactory, twilio_api: tuple[FakeTwilioApi, ServerThread]
+    tmp_path_factory: pytest.TempPathFactory,
+    twilio_api: tuple[FakeTwilioApi, ServerThread],
+    hooks: tuple[Receiver, ServerThread],
 ) -> Iterator[PhoneGateway]:
     db = tmp_path_factory.mktemp("outbound") / "vg.db"
     overrides = {
         "twilio_account_sid": ACCOUNT,
         "twilio_api_url": twilio_api[1].url,
         "dial_out_allowlist": "+1555, +1415",
+        "call_webhook_url": f"{hooks[1].url}/hook",
+        "call_webhook_secret": HOOK_SECRET,
+        "call_webhook_backoff_s": 0.05,
     }
     with phone_gateway(f"sqlite+aiosqlite:///{db}", None, **overrides) as gw:
         yield gw
@@ -87,6 +102,20 @@ def outbound_form(sid: str, status: str = "in-progress") -> dict[str, str]:
         "From": OURS,
         "To": BOB,
     }
+
+
+def reports_of(receiver: Receiver, call_id: str, timeout: float = 15.0) -> list[dict[str, Any]]:
+    """The verified `call.ended` reports the receiver got for `call_id` (waits for one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [
+            d.event["data"]
+            for d in receiver.delivered()
+            if d.verified and d.event["data"]["call"]["id"] == call_id
+        ]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
 
 
 def post_signed(url: str, form: dict[str, str], token: str = TOKEN) -> httpx.Response:
@@ -201,7 +230,9 @@ async def test_inbound_call_gets_a_record(pg: PhoneGateway) -> None:
 
 
 def test_outbound_bad_input(
-    pg: PhoneGateway, twilio_api: tuple[FakeTwilioApi, ServerThread]
+    pg: PhoneGateway,
+    twilio_api: tuple[FakeTwilioApi, ServerThread],
+    hooks: tuple[Receiver, ServerThread],
 ) -> None:
     api = twilio_api[0]
     before = len(api.requests)
@@ -268,6 +299,12 @@ def test_outbound_bad_input(
     assert post_signed(url, outbound_form(sid, "busy")).status_code == 204
     busy = pg.http.get(f"/v1/calls/{call_id}").json()
     assert (busy["status"], busy["end_reason"]) == ("busy", "busy") and busy["ended_at"]
+    # a call that never connected gets its signed call.ended webhook here, once
+    assert post_signed(url, outbound_form(sid, "completed")).status_code == 204
+    (report,) = reports_of(hooks[0], call_id)
+    assert report["call"]["end_reason"] == "busy" and report["transcript"] == []
+    time.sleep(0.5)
+    assert len(reports_of(hooks[0], call_id)) == 1
 
 
 def test_twilio_refuses_the_call(

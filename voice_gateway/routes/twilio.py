@@ -207,7 +207,8 @@ async def _first_message(
 async def status_callback(request: Request) -> Response:
     """Twilio's status callback of an outbound call (signed like the voice webhook): the status
     joins the record's history; a final one (completed, busy, no-answer, failed, canceled)
-    ends the record with its end reason. AnsweredBy (machine detection) goes in metadata."""
+    ends the record with its end reason, and a call that ended unanswered gets its `call.ended`
+    webhook here (docs/call_reports.md). AnsweredBy (machine detection) goes in metadata."""
     gw = gateway_of(request)
     form = await signed_form(request)
     store = CallStore(gw.memory.db)
@@ -220,8 +221,13 @@ async def status_callback(request: Request) -> Response:
     if status not in STATUSES:
         raise ApiError(422, f"CallStatus must be one of {', '.join(STATUSES)}")
     extra = {"answered_by": form["AnsweredBy"]} if form.get("AnsweredBy") else None
-    await store.update(record.id, status=status, vendor_call_id=sid or None, metadata=extra)
+    updated = await store.update(
+        record.id, status=status, vendor_call_id=sid or None, metadata=extra
+    )
     log.info("call %s: twilio status %s", record.id, status)
+    if updated.ended and updated.answered_at is None and gw.call_webhooks is not None:
+        # never answered (busy, no answer, failed, canceled): no call reports its own end
+        await gw.call_webhooks.call_ended(updated)
     return Response(status_code=204)
 
 
