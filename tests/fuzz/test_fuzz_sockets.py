@@ -156,7 +156,10 @@ def test_browser_socket_fuzz(live: Live, frames: list[Frame]) -> None:
 def _browser_still_works(live: Live) -> None:
     url = f"{live.server.ws_url}/v1/agents/{live.agent_id}/voice"
     events, code = _exchange(url, [VALID_START, '{"type":"session.end"}'])
-    assert code == 1000 and [e["type"] for e in events] == ["session.started"], (code, events)
+    assert code == 1000 and [e["type"] for e in events] == ["session.started", "session.ended"], (
+        code,
+        events,
+    )
 
 
 # ---- Twilio ---------------------------------------------------------------------------------

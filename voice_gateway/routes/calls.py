@@ -101,10 +101,12 @@ async def hang_up(request: Request) -> JSONResponse:
             if live is None:
                 raise ApiError(502, exc.detail) from exc
             log.warning("call %s: Twilio hang-up failed (%s)", call.id, exc.detail)
-    if live is not None:
-        await live.transport.close(WS_1000_NORMAL_CLOSURE, "call ended by the API")
+    # recorded before the call is closed: the call's own end reason (the caller gone) comes
+    # second, and an ended record keeps the first
     store = CallStore(gw.memory.db)
     ended = await store.update(call.id, status="completed", end_reason="hung_up_by_api")
+    if live is not None:
+        await live.transport.close(WS_1000_NORMAL_CLOSURE, "call ended by the API")
     log.info("call %s hung up by the API", call.id)
     return JSONResponse(call_json(ended))
 
