@@ -186,6 +186,14 @@ def test_bad_input_at_creation(
     assert creates(api) == []  # nothing refused reached Twilio
 
 
+def test_a_gateway_without_twilio_refuses_scheduled_calls(gateway_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    bare: ServerThread = gateway_factory(database_url=f"sqlite+aiosqlite:///{tmp_path / 'b.db'}")
+    with httpx.Client(base_url=bare.url, timeout=30) as http:
+        body = {"schedule": {"scheduled_at": ms_from_now(600)}, "call": {"to": BOB, "from": OURS}}
+        resp = http.post(f"/v1/agents/{agent(http)}/schedule", json=body)
+    assert resp.status_code == 422 and "call: outbound calls need" in resp.json()["detail"]
+
+
 def test_refusals_at_fire_time_are_recorded_and_the_scheduler_goes_on(
     server: ServerThread, http: httpx.Client, api: FakeTwilioApi
 ) -> None:

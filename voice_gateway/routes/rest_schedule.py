@@ -82,7 +82,7 @@ def _check_call(gw: Gateway, body: ScheduleCreate, call: PlaceCall) -> None:
         raise ApiError(422, f"call.to: {why}")
     call.caller_key("call.caller")
     if TwilioRest.of(gw.settings) is None:
-        raise ApiError(503, NO_TWILIO)
+        raise ApiError(422, f"call: {NO_TWILIO}")  # not this gateway: no later try helps
 
 
 def _iso(s: ScheduleData) -> str:
