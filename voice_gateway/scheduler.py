@@ -17,6 +17,8 @@ import contextlib
 import logging
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from memory.ids import utcnow
 from memory.schedules import ScheduleData, ScheduleStore
 from voice_gateway.cron import Cron, CronError
@@ -105,14 +107,18 @@ class Scheduler:
         (slots, quota, allowlist, Twilio) leaves a failed call record; the firing is spent:
         a one-time schedule is gone, a recurring one tries again at its next time."""
         stored = schedule.message
-        body = PlaceCall.model_validate(stored["call"])
-        body.metadata = {**body.metadata, "schedule_id": schedule.id}
         base = (self.gw.settings.public_url or stored.get(CALL_BASE) or "").rstrip("/")
         try:
+            body = PlaceCall.model_validate(stored["call"])
+            body.metadata = {**body.metadata, "schedule_id": schedule.id}
             agent = await self.gw.memory.agents.get(schedule.agent_id)
             record = await place(self.gw, agent, body, base, record_refusal=True)
         except ApiError as exc:
             log.warning("scheduled call %s: refused (%d): %s", schedule.id, exc.status, exc.detail)
+            return
+        except ValidationError as exc:  # stored by an older body; its values hold numbers
+            fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+            log.warning("scheduled call %s: stored call invalid (%s)", schedule.id, fields)
             return
         except Exception as exc:  # a gone agent, the database away for a moment, ...
             log.warning("scheduled call %s: not placed: %s", schedule.id, exc)
