@@ -1,4 +1,5 @@
-"""The scheduler: sends due scheduled messages to their agents as background runs.
+"""The scheduler: sends due scheduled messages to their agents as background runs, and
+places due scheduled calls (voice_gateway/outbound_calls.py).
 
 One task per gateway process, started and stopped with the app (VG_SCHEDULE_TICK_S: how often
 it looks; 0: this process fires none). Every VG_SCHEDULE_TICK_S it reads the due schedules and
@@ -16,11 +17,15 @@ import contextlib
 import logging
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from memory.ids import utcnow
 from memory.schedules import ScheduleData, ScheduleStore
 from voice_gateway.cron import Cron, CronError
+from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway
-from voice_gateway.protocol.letta_schedule import run_request
+from voice_gateway.outbound_calls import PlaceCall, place
+from voice_gateway.protocol.letta_schedule import CALL_BASE, run_request
 from voice_gateway.routes.rest_runs import start_async
 
 log = logging.getLogger(__name__)
@@ -86,6 +91,9 @@ class Scheduler:
             return None
 
     async def _send(self, schedule: ScheduleData) -> None:
+        if "call" in schedule.message:
+            await self._call(schedule)
+            return
         try:
             agent = await self.gw.memory.agents.get(schedule.agent_id)
             run = await start_async(self.gw, agent, run_request(schedule.message))
@@ -93,3 +101,26 @@ class Scheduler:
             log.warning("scheduled message %s: not sent: %s", schedule.id, exc)
             return
         log.info("scheduled message %s: sent to %s as run %s", schedule.id, agent.id, run.run_id)
+
+    async def _call(self, schedule: ScheduleData) -> None:
+        """Place the scheduled call (its record's metadata names the schedule). A refusal
+        (slots, quota, allowlist, Twilio) leaves a failed call record; the firing is spent:
+        a one-time schedule is gone, a recurring one tries again at its next time."""
+        stored = schedule.message
+        base = (self.gw.settings.public_url or stored.get(CALL_BASE) or "").rstrip("/")
+        try:
+            body = PlaceCall.model_validate(stored["call"])
+            body.metadata = {**body.metadata, "schedule_id": schedule.id}
+            agent = await self.gw.memory.agents.get(schedule.agent_id)
+            record = await place(self.gw, agent, body, base, record_refusal=True)
+        except ApiError as exc:
+            log.warning("scheduled call %s: refused (%d): %s", schedule.id, exc.status, exc.detail)
+            return
+        except ValidationError as exc:  # stored by an older body; its values hold numbers
+            fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+            log.warning("scheduled call %s: stored call invalid (%s)", schedule.id, fields)
+            return
+        except Exception as exc:  # a gone agent, the database away for a moment, ...
+            log.warning("scheduled call %s: not placed: %s", schedule.id, exc)
+            return
+        log.info("scheduled call %s: placed as call %s", schedule.id, record.id)

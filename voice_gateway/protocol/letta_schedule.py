@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator
 
 from memory.schedules import ScheduleData
+from voice_gateway.outbound_calls import PlaceCall
 from voice_gateway.protocol.letta import _Body
 from voice_gateway.protocol.letta_runs import AsyncMessagesRequest
 
@@ -23,6 +24,7 @@ ScheduleMessageType = Literal[
     "approval_request_message",
     "approval_response_message",
 ]
+CALL_BASE = "call_base_url"  # stored with a call: where Twilio reached the gateway at creation
 MAX_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z in Unix milliseconds
 
 
@@ -79,10 +81,12 @@ Schedule = Annotated[
 
 
 class ScheduleCreate(_Body):
-    """POST /v1/agents/{id}/schedule."""
+    """POST /v1/agents/{id}/schedule. With `call` (ours, the body of
+    `POST /v1/agents/{id}/calls`) the schedule places that call instead: no `messages` then."""
 
-    messages: list[ScheduledMessageIn] = Field(min_length=1, max_length=100)
+    messages: list[ScheduledMessageIn] = Field(default_factory=list, max_length=100)
     schedule: Schedule
+    call: PlaceCall | None = None  # ours: place this call instead of sending messages
     callback_url: str | None = Field(None, max_length=2000)
     include_return_message_types: list[ScheduleMessageType] | None = None
     max_steps: float | None = Field(None, ge=1, le=50, allow_inf_nan=False)
@@ -106,6 +110,7 @@ class ScheduleCreate(_Body):
             "callback_url": self.callback_url,
             "include_return_message_types": self.include_return_message_types,
             "max_steps": self.max_steps,
+            **({"call": self.call.model_dump(mode="json", by_alias=True)} if self.call else {}),
         }
 
 
@@ -134,7 +139,7 @@ def schedule_json(s: ScheduleData) -> dict[str, Any]:
     return {
         "id": s.id,
         "agent_id": s.agent_id,
-        "message": s.message,
+        "message": {k: v for k, v in s.message.items() if k != CALL_BASE},
         "next_scheduled_time": s.next_run_at.isoformat(),
         "schedule": schedule,
     }

@@ -7,7 +7,6 @@ user's call is a 404 like an unknown one."""
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -15,20 +14,14 @@ from starlette.routing import BaseRoute, Route
 from starlette.status import WS_1000_NORMAL_CLOSURE
 
 from memory.calls import CallData, CallStore
-from memory.identities import BadCallerKey, check_caller_key
 from voice_gateway.call_reports import call_json, call_report
-from voice_gateway.callers import masked
-from voice_gateway.capacity import RETRY_AFTER_S
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway, gateway_of
-from voice_gateway.outbound_calls import PlaceCall, allowlist, check_dial_out
-from voice_gateway.quotas import QuotaExceeded
+from voice_gateway.outbound_calls import PlaceCall, place
 from voice_gateway.routes.http import parse_body, query_choice, query_int
-from voice_gateway.twilio_rest import OutboundCall, TwilioRest, TwilioUnavailable
+from voice_gateway.twilio_rest import TwilioRest, TwilioUnavailable
 
 log = logging.getLogger(__name__)
-VOICE_PATH = "/v1/telephony/twilio/voice"
-STATUS_PATH = "/v1/telephony/twilio/status"
 
 
 def base_url(request: Request) -> str:
@@ -116,52 +109,7 @@ async def place_call(request: Request) -> JSONResponse:
     gw = gateway_of(request)
     agent = await gw.auth.agent(request, request.path_params["agent_id"])  # 404 if not yours
     body = await parse_body(request, PlaceCall)
-    check_dial_out(body.to, allowlist(gw.settings.dial_out_allowlist))
-    rest = TwilioRest.of(gw.settings)
-    if rest is None:
-        raise ApiError(503, "outbound calls need TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN")
-    try:
-        caller = check_caller_key(body.caller) if body.caller is not None else body.to
-    except BadCallerKey as exc:
-        raise ApiError(422, f"caller: {exc}") from exc
-    if (busy := gw.capacity.refusal()) is not None:
-        raise ApiError(503, busy.detail, {"Retry-After": str(RETRY_AFTER_S)})
-    # the call counts against the agent's owner, as its media stream will (routes/twilio.py)
-    identity = f"user:{agent.user_id}" if agent.user_id else "admin"
-    try:
-        await (await gw.quotas.open_call(identity)).close()  # a free slot and minutes left
-    except QuotaExceeded as exc:
-        raise ApiError(429, exc.detail) from exc
-    store = CallStore(gw.memory.db)
-    options = {"first_message": body.first_message, "machine_detection": body.machine_detection}
-    record = await store.create(
-        agent.id,
-        user_id=agent.user_id,
-        direction="outbound",
-        transport="twilio",
-        status="queued",
-        caller=caller,
-        options={**options, "record": body.record},
-        metadata=body.metadata,
-    )
-    base = base_url(request)
-    twiml_url = f"{base}{VOICE_PATH}?{urlencode({'agent_id': agent.id, 'call_id': record.id})}"
-    outbound = OutboundCall(
-        to=body.to,
-        from_=body.from_,
-        twiml_url=twiml_url,
-        status_url=f"{base}{STATUS_PATH}?{urlencode({'call_id': record.id})}",
-        machine_detection=body.machine_detection,
-        record=body.record,
-    )
-    try:
-        sid = await rest.create_call(outbound)
-    except TwilioUnavailable as exc:
-        await store.update(record.id, status="failed", end_reason="failed")
-        log.warning("outbound call %s to %s failed: %s", record.id, masked(body.to), exc.detail)
-        raise ApiError(502, exc.detail) from exc
-    record = await store.update(record.id, vendor_call_id=sid)
-    log.info("outbound call %s to %s placed (agent %s)", record.id, masked(body.to), agent.id)
+    record = await place(gw, agent, body, base_url(request))
     return JSONResponse(call_json(record), 201, {"Location": f"/v1/calls/{record.id}"})
 
 
