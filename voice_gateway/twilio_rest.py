@@ -6,6 +6,7 @@ auth token are TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -15,12 +16,23 @@ from twilio.base.exceptions import TwilioException, TwilioRestException
 from twilio.http.async_http_client import AsyncTwilioHttpClient
 from twilio.rest import Client
 
+from voice_gateway.callers import masked
 from voice_gateway.settings import Settings
 
 T = TypeVar("T")
 TIMEOUT_S = 10.0  # one REST request; Twilio answers Calls create in well under a second
 # the progress Twilio reports to our status callback (completed is always sent)
 STATUS_EVENTS = ["initiated", "ringing", "answered", "completed"]
+
+
+# a phone number inside Twilio's error text ("The number +15551230000 is unverified")
+_NUMBER = re.compile(r"\+?\d[\d ().-]{5,}\d")
+
+
+def without_numbers(text: str) -> str:
+    """Twilio's error text with every phone number in it masked as log lines show callers
+    (voice_gateway/callers.py `masked`): the text reaches logs and API answers."""
+    return _NUMBER.sub(lambda m: masked(re.sub(r"[^\d+]", "", m.group())), text)
 
 
 class TwilioUnavailable(Exception):
@@ -105,6 +117,8 @@ class TwilioRest:
             async with asyncio.timeout(TIMEOUT_S):
                 return await request
         except TwilioRestException as exc:
-            raise TwilioUnavailable(f"Twilio refused: {exc.msg}", exc.status) from exc
+            raise TwilioUnavailable(
+                f"Twilio refused: {without_numbers(exc.msg)}", exc.status
+            ) from exc
         except (TwilioException, OSError, aiohttp.ClientError, TimeoutError) as exc:
             raise TwilioUnavailable(f"Twilio could not be reached ({type(exc).__name__})") from exc
