@@ -29,6 +29,7 @@ from voice_gateway.twilio_rest import OutboundCall, TwilioRest, TwilioUnavailabl
 log = logging.getLogger(__name__)
 VOICE_PATH = "/v1/telephony/twilio/voice"
 STATUS_PATH = "/v1/telephony/twilio/status"
+AMD_PATH = "/v1/telephony/twilio/amd"
 
 
 def base_url(request: Request) -> str:
@@ -150,6 +151,7 @@ async def place_call(request: Request) -> JSONResponse:
         twiml_url=twiml_url,
         status_url=f"{base}{STATUS_PATH}?{urlencode({'call_id': record.id})}",
         machine_detection=body.machine_detection,
+        amd_url=f"{base}{AMD_PATH}?{urlencode({'call_id': record.id})}",
         record=body.record,
     )
     try:

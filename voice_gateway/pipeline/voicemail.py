@@ -1,0 +1,123 @@
+"""An outbound call answered by a machine (docs/call_control.md, Voicemail). The call's own
+detector (voice_gateway/voicemail.py) hears every 20 ms frame (`frame`, the input path's tap)
+and the first transcript (`heard`); Twilio's AnsweredBy (`vendor`, the async AMD callback)
+counts too. The first verdict stands.
+
+A machine: nothing more is answered (the call is `closing`, a reply under way is cut); once
+the greeting is over (the beep, Twilio's machine_end_*, or a silence) the agent's
+`voicemail_message` is played, then the call ends (end reason `voicemail`; no message: it
+just ends). The verdict goes on the call record's metadata (`voicemail`). Inbound calls get
+no `Voicemail`: they are never taken for a machine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from memory.calls import CallStore
+from voice_gateway.voicemail import Verdict, VoicemailDetector
+
+if TYPE_CHECKING:
+    from voice_gateway.pipeline.call_control import SessionCallControl
+    from voice_gateway.pipeline.playout import Playout
+    from voice_gateway.pipeline.transport import Transport
+
+log = logging.getLogger(__name__)
+VOICEMAIL = "voicemail"  # the call's end reason
+GREETING_SILENCE_MS = 2500  # a machine's greeting is over after this long without sound
+GREETING_MAX_S = 30.0  # a greeting that never ends: the message is left anyway
+# Twilio's AnsweredBy values that mean a machine, and those of them sent once its greeting ended
+TWILIO_MACHINE = ("machine_start", "machine_end_beep", "machine_end_silence")
+TWILIO_MACHINE_END = ("machine_end_beep", "machine_end_silence", "machine_end_other", "fax")
+
+
+class VoicemailCall(Protocol):
+    """The call as voicemail acts on it (VoiceSession)."""
+
+    transport: Transport
+    control: SessionCallControl
+    closing: bool
+
+    def interrupt(self, reason: str) -> None: ...
+
+    async def speak_phrase(self, text: str) -> Playout | None: ...
+
+
+class Voicemail:
+    def __init__(self, store: CallStore, record_id: str, message: str | None) -> None:
+        self.store, self.record_id, self.message = store, record_id, message
+        self.detector = VoicemailDetector()
+        self.verdict: Verdict | None = None
+        self.decided = asyncio.Event()
+        self.greeting_over = asyncio.Event()
+        self.call: VoicemailCall | None = None
+
+    def bind(self, call: VoicemailCall) -> None:
+        self.call = call
+
+    @property
+    def machine(self) -> bool:
+        return self.verdict is not None and self.verdict.answered_by == "machine"
+
+    def frame(self, pcm: bytes) -> None:
+        """A 20 ms frame of the caller's audio (16 kHz PCM16)."""
+        found = self.detector.frame(pcm)
+        if found is not None:
+            self._decide(found)
+            if found.detected_by == "beep":
+                self.greeting_over.set()
+        if self.machine and self.detector.quiet_ms >= GREETING_SILENCE_MS:
+            self.greeting_over.set()
+
+    def heard(self, text: str) -> bool:
+        """A final transcript: True if it is not to be answered (a machine's)."""
+        self._decide(self.detector.transcript(text))
+        return self.machine
+
+    def vendor(self, answered_by: str) -> None:
+        """Twilio's AnsweredBy (async AMD)."""
+        if answered_by == "human":
+            self._decide(Verdict("human", "twilio", answered_by))
+        elif answered_by in TWILIO_MACHINE + TWILIO_MACHINE_END:
+            self._decide(Verdict("machine", "twilio", answered_by))
+            if answered_by in TWILIO_MACHINE_END and self.machine:
+                self.greeting_over.set()
+
+    def _decide(self, verdict: Verdict) -> None:
+        if self.verdict is not None:
+            return
+        self.verdict = self.detector.verdict = verdict
+        self.decided.set()
+        log.info("call answered by a %s (%s)", verdict.answered_by, verdict.detected_by)
+        if verdict.answered_by == "machine" and self.call is not None:
+            self.call.closing = True  # nothing more is answered
+            self.call.interrupt(VOICEMAIL)
+
+    async def run(self) -> None:
+        """The call's watcher: the verdict on the record; for a machine, the message left
+        after its greeting, then the call ended."""
+        await self.decided.wait()
+        assert self.verdict is not None
+        await self._note(self.verdict.as_dict())
+        if not self.machine or self.call is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(GREETING_MAX_S):
+                await self.greeting_over.wait()
+        left = False
+        if self.message:
+            playout = await self.call.speak_phrase(self.message)
+            if playout is not None:
+                await playout.wait()
+                left = True
+        await self._note({**self.verdict.as_dict(), "message_left": left})
+        self.call.control.ending = VOICEMAIL
+        await self.call.transport.end(VOICEMAIL)
+
+    async def _note(self, found: dict[str, object]) -> None:
+        try:
+            await self.store.update(self.record_id, metadata={VOICEMAIL: found})
+        except Exception as exc:  # bookkeeping: never the reason a call fails
+            log.warning("call %s: voicemail verdict not stored: %r", self.record_id, exc)
