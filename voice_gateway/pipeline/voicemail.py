@@ -52,6 +52,7 @@ class Voicemail:
         self.verdict: Verdict | None = None
         self.decided = asyncio.Event()
         self.greeting_over = asyncio.Event()
+        self.greeting_end = "timeout"  # what told the greeting was over: beep, twilio, silence
         self.call: VoicemailCall | None = None
 
     def bind(self, call: VoicemailCall) -> None:
@@ -67,8 +68,13 @@ class Voicemail:
         if found is not None:
             self._decide(found)
             if found.detected_by == "beep":
-                self.greeting_over.set()
+                self._over("beep")
         if self.machine and self.detector.quiet_ms >= GREETING_SILENCE_MS:
+            self._over("silence")
+
+    def _over(self, why: str) -> None:
+        if not self.greeting_over.is_set():
+            self.greeting_end = why
             self.greeting_over.set()
 
     def heard(self, text: str) -> bool:
@@ -83,7 +89,7 @@ class Voicemail:
         elif answered_by in TWILIO_MACHINE + TWILIO_MACHINE_END:
             self._decide(Verdict("machine", "twilio", answered_by))
             if answered_by in TWILIO_MACHINE_END and self.machine:
-                self.greeting_over.set()
+                self._over("twilio")
 
     def _decide(self, verdict: Verdict) -> None:
         if self.verdict is not None:
@@ -112,7 +118,8 @@ class Voicemail:
             if playout is not None:
                 await playout.wait()
                 left = True
-        await self._note({**self.verdict.as_dict(), "message_left": left})
+        done = {"greeting_end": self.greeting_end, "message_left": left}
+        await self._note({**self.verdict.as_dict(), **done})
         self.call.control.ending = VOICEMAIL
         await self.call.transport.end(VOICEMAIL)
 
