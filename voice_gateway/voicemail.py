@@ -30,24 +30,15 @@ BEEP_DRIFT_HZ = 50  # the tone's frequency may move this much from frame to fram
 SOUND_RMS = 300.0  # PCM16: quieter than this is silence (about -41 dBFS)
 PAUSE_MS = 300  # a pause ends an utterance
 LONG_GREETING_MS = 6000
-PHRASES = (
-    "leave a message",
-    "leave your message",
-    "leave me a message",
-    "after the tone",
-    "after the beep",
-    "at the tone",
-    "not available",
-    "unavailable",
-    "can't come to the phone",
-    "cannot come to the phone",
-    "voicemail",
-    "voice mail",
-    "mailbox",
-    "record your message",
-    "you have reached",
-    "you've reached",
+# what a machine's greeting says (as speech-to-text may hear it: "you reach him, please leave
+# my message" is a greeting too)
+PHRASES = re.compile(
+    r"\bleave (a |your |me a |my )?(short |brief )?message\b|\b(after|at) the (tone|beep)\b"
+    r"|\b(not|un) ?available\b|\bcan(not|'t) (come to|take) the (phone|call)\b"
+    r"|\bvoice ?mail|\bmail ?box\b|\brecord (your|a) message\b"
+    r"|\byou(('ve| have)? reached| reach)\b"
 )
+BEEP_LATE_MS = 15000  # a beep this early in the call overrules a "Hello" heard as a person
 _FREQS = np.arange(BEEP_BAND_HZ[0], BEEP_BAND_HZ[1] + 1, BEEP_STEP_HZ, dtype=np.float64)
 _T = np.arange(FRAME, dtype=np.float64) / RATE
 _BANK = np.exp(-2j * np.pi * np.outer(_FREQS, _T))  # one Goertzel bin per row
@@ -84,11 +75,9 @@ def tone_of(frame: np.ndarray) -> tuple[float, float]:
 
 def phrase_in(text: str) -> str | None:
     """The voicemail phrase `text` contains, if any."""
-    words = " " + " ".join(_WORDS.sub(" ", text.lower().replace("\u2019", "'")).split()) + " "
-    for phrase in PHRASES:
-        if f" {phrase} " in words:
-            return phrase
-    return None
+    words = " ".join(_WORDS.sub(" ", text.lower().replace("\u2019", "'")).split())
+    found = PHRASES.search(words)
+    return found.group(0) if found else None
 
 
 class BeepDetector:
@@ -100,6 +89,11 @@ class BeepDetector:
         self._run = 0  # frames of the current steady tone
         self._hz = 0.0
         self.fired = False
+
+    @property
+    def sounding(self) -> bool:
+        """A steady tone is under way (a beep, once `fired`, is still going)."""
+        return self._run > 0
 
     def frame(self, samples: np.ndarray) -> bool:
         rms = float(np.sqrt(np.mean(samples.astype(np.float64) ** 2))) if len(samples) else 0.0
@@ -120,16 +114,18 @@ class VoicemailDetector:
     """The three signals of one call. `frame` per 20 ms (a `Verdict` when the beep or a long
     greeting decides it), `transcript` per final transcript (the verdict once decided)."""
 
-    __slots__ = ("beep", "quiet_ms", "sound_ms", "verdict")
+    __slots__ = ("beep", "heard_ms", "quiet_ms", "sound_ms", "verdict")
 
     def __init__(self) -> None:
         self.beep = BeepDetector()
         self.verdict: Verdict | None = None
         self.sound_ms = 0  # the current utterance, pauses shorter than PAUSE_MS included
         self.quiet_ms = 0  # since the last sound
+        self.heard_ms = 0  # of the call
 
     def frame(self, pcm: bytes) -> Verdict | None:
         samples = np.frombuffer(pcm, dtype="<i2")
+        self.heard_ms += FRAME_MS
         loud = len(samples) > 0 and float(np.sqrt(np.mean(samples.astype(np.float64) ** 2)))
         if loud and loud >= SOUND_RMS:
             self.sound_ms, self.quiet_ms = self.sound_ms + FRAME_MS, 0
@@ -138,16 +134,21 @@ class VoicemailDetector:
             if self.quiet_ms >= PAUSE_MS:
                 self.sound_ms = 0
         beep = self.beep.frame(samples)
-        if self.verdict is not None and self.verdict.answered_by == "human":
-            return None  # decided: a tone later in a conversation is not a machine
-        if beep:  # (after a verdict by words too: the greeting is over)
-            heard = Verdict("machine", "beep")
-            self.verdict = self.verdict or heard
-            return heard
+        if beep and (self.verdict is None or self.overruled()):
+            self.verdict = Verdict("machine", "beep")
+            return self.verdict
+        if beep and self.verdict is not None and self.verdict.answered_by == "machine":
+            return Verdict("machine", "beep")  # (a verdict by words: the greeting is over)
         if self.verdict is None and self.sound_ms > LONG_GREETING_MS:
             self.verdict = Verdict("machine", "long_greeting")
             return self.verdict
         return None
+
+    def overruled(self) -> bool:
+        """A beep now overrules the verdict: a person only by first words, early in the call
+        (the greeting's words misheard); later, a tone in a conversation is not a machine."""
+        v = self.verdict
+        return v is not None and v.detected_by == "first_words" and self.heard_ms <= BEEP_LATE_MS
 
     def transcript(self, text: str) -> Verdict:
         """The verdict once the first words are heard (a later transcript changes nothing)."""

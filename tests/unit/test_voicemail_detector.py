@@ -67,6 +67,9 @@ def test_phrases() -> None:
     assert phrase_in("Hi, you've reached Sam. Please leave a message after the tone.")
     assert phrase_in("The person you are calling is not available") == "not available"
     assert phrase_in("Welcome to the VOICEMAIL of Dana") == "voicemail"
+    assert phrase_in("I'm unable to take your call") is None  # no sign of a machine alone
+    # as speech-to-text heard an espeak greeting on a phone line
+    assert phrase_in("Hi, you reach him, please leave my message after my own.")
     assert phrase_in("Hello?") is None
     assert phrase_in("Yes, this is Bob speaking, who is it?") is None
 
@@ -74,9 +77,20 @@ def test_phrases() -> None:
 def test_verdicts() -> None:
     det = VoicemailDetector()
     assert det.transcript("Hello?") == Verdict("human", "first_words")
-    # decided: a later beep or phrase changes nothing
-    assert all(det.frame(f) is None for f in frames(tone(1000, 600), RATE))
+    # decided: a later phrase, or a beep once the call is under way, changes nothing
     assert det.transcript("leave a message") == Verdict("human", "first_words")
+    assert all(det.frame(f) is None for f in frames(silence(15_000), RATE))
+    assert all(det.frame(f) is None for f in frames(tone(1000, 600), RATE))
+    assert det.verdict == Verdict("human", "first_words")
+    # early in the call, a beep overrules first words (a misheard greeting)
+    det = VoicemailDetector()
+    assert det.transcript("Hi, you're here.") == Verdict("human", "first_words")
+    found = [v for f in frames(tone(1000, 600), RATE) if (v := det.frame(f)) is not None]
+    assert found == [Verdict("machine", "beep")] and det.verdict == found[0]
+    # ...but not a person by Twilio's word
+    det = VoicemailDetector()
+    det.verdict = Verdict("human", "twilio", "human")
+    assert all(det.frame(f) is None for f in frames(tone(1000, 600), RATE))
 
     det = VoicemailDetector()
     verdict = det.transcript("Please leave a message after the beep.")

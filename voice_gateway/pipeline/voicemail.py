@@ -1,7 +1,8 @@
 """An outbound call answered by a machine (docs/call_control.md, Voicemail). The call's own
 detector (voice_gateway/voicemail.py) hears every 20 ms frame (`frame`, the input path's tap)
 and the first transcript (`heard`); Twilio's AnsweredBy (`vendor`, the async AMD callback)
-counts too. The first verdict stands.
+counts too. The first verdict stands, but for a beep early in a call whose first words
+sounded like a person's (a misheard greeting).
 
 A machine: nothing more is answered (the call is `closing`, a reply under way is cut); once
 the greeting is over (the beep, Twilio's machine_end_*, or a silence) the agent's
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 VOICEMAIL = "voicemail"  # the call's end reason
 GREETING_SILENCE_MS = 2500  # a machine's greeting is over after this long without sound
+BEEP_MAX_S = 5.0  # a beep that never stops: the message is left over it
 GREETING_MAX_S = 30.0  # a greeting that never ends: the message is left anyway
 # Twilio's AnsweredBy values that mean a machine, and those of them sent once its greeting ended
 TWILIO_MACHINE = ("machine_start", "machine_end_beep", "machine_end_silence")
@@ -52,6 +54,7 @@ class Voicemail:
         self.verdict: Verdict | None = None
         self.decided = asyncio.Event()
         self.greeting_over = asyncio.Event()
+        self.beep_over = asyncio.Event()  # the beep that ended the greeting has stopped
         self.greeting_end = "timeout"  # what told the greeting was over: beep, twilio, silence
         self.call: VoicemailCall | None = None
 
@@ -66,9 +69,13 @@ class Voicemail:
         """A 20 ms frame of the caller's audio (16 kHz PCM16)."""
         found = self.detector.frame(pcm)
         if found is not None:
+            if self.verdict is not None and self.verdict.answered_by == "human":
+                self.verdict = None  # an early beep overrules first words (the detector's call)
             self._decide(found)
             if found.detected_by == "beep":
                 self._over("beep")
+        if self.greeting_end == "beep" and not self.detector.beep.sounding:
+            self.beep_over.set()
         if self.machine and self.detector.quiet_ms >= GREETING_SILENCE_MS:
             self._over("silence")
 
@@ -104,14 +111,21 @@ class Voicemail:
     async def run(self) -> None:
         """The call's watcher: the verdict on the record; for a machine, the message left
         after its greeting, then the call ended."""
-        await self.decided.wait()
+        while not self.machine:
+            await self.decided.wait()
+            self.decided.clear()
+            assert self.verdict is not None
+            await self._note(self.verdict.as_dict())
         assert self.verdict is not None
-        await self._note(self.verdict.as_dict())
-        if not self.machine or self.call is None:
+        if self.call is None:
             return
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(GREETING_MAX_S):
                 await self.greeting_over.wait()
+        if self.greeting_end == "beep":  # the message begins once the beep has stopped
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(BEEP_MAX_S):
+                    await self.beep_over.wait()
         left = False
         if self.message:
             playout = await self.call.speak_phrase(self.message)
