@@ -110,7 +110,14 @@ class Voicemail:
 
     async def run(self) -> None:
         """The call's watcher: the verdict on the record; for a machine, the message left
-        after its greeting, then the call ended."""
+        after its greeting, then the call ended. It lets go of the call when done or
+        cancelled (no reference cycle keeps the call alive)."""
+        try:
+            await self._run()
+        finally:
+            self.call = None
+
+    async def _run(self) -> None:
         while not self.machine:
             await self.decided.wait()
             self.decided.clear()
