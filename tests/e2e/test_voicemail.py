@@ -197,3 +197,34 @@ def test_voicemail_message_is_checked(pg: PhoneGateway) -> None:
     assert resp.status_code == 200 and resp.json()["voicemail_message"] == "Call me back."
     resp = pg.http.patch(f"/v1/agents/{agent_id}", json={"voicemail_message": None})
     assert resp.status_code == 200 and resp.json()["voicemail_message"] is None
+
+
+async def test_twilio_amd_tells_a_live_call(pg: PhoneGateway, twilio_api: FakeTwilioApi) -> None:
+    """A silent line: Twilio's AnsweredBy alone makes the machine and ends its greeting."""
+    pg.llm.requests.clear()
+    agent_id = pg.agent(name="dental-5", voicemail_message=MESSAGE)
+    record, call = await answer(pg, twilio_api, agent_id)
+    sid = record["vendor_call_id"]
+    amd_url = f"{pg.server.url}/v1/telephony/twilio/amd?call_id={record['id']}"
+    await wait_record(pg, record["id"], lambda r: r["status"] == "in-progress")
+    await asyncio.sleep(0.5)  # the stream has started
+    assert post_signed(amd_url, form(sid, AnsweredBy="machine_start")).status_code == 204
+    await asyncio.sleep(1.0)
+    assert not call.of_event("media")  # its greeting is still playing: nothing is said
+    ended = time.monotonic()
+    assert post_signed(amd_url, form(sid, AnsweredBy="machine_end_beep")).status_code == 204
+    first = await call.wait_media(timeout=60)
+    assert first > ended
+    assert await call.wait_closed(timeout=60) == 1000
+    heard = (await transcribe_on(pg.server, call.audio(since=first))).lower()
+    assert "clinic" in heard and "appointment" in heard, heard
+    done = await wait_record(pg, record["id"], lambda r: r["end_reason"] == "voicemail")
+    assert done["end_reason"] == "voicemail" and not pg.llm.requests
+    assert done["metadata"]["answered_by"] == "machine_end_beep"
+    assert done["metadata"]["voicemail"] == {
+        "answered_by": "machine",
+        "detected_by": "twilio",
+        "detail": "machine_start",
+        "greeting_end": "twilio",
+        "message_left": True,
+    }

@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from memory.calls import CallStore
-from voice_gateway.voicemail import Verdict, VoicemailDetector
+from voice_gateway.voicemail import FRAME_MS, Verdict, VoicemailDetector
 
 if TYPE_CHECKING:
     from voice_gateway.pipeline.call_control import SessionCallControl
@@ -57,6 +57,7 @@ class Voicemail:
         self.beep_over = asyncio.Event()  # the beep that ended the greeting has stopped
         self.greeting_end = "timeout"  # what told the greeting was over: beep, twilio, silence
         self.call: VoicemailCall | None = None
+        self.quiet_ms = 0  # without sound since the machine was found
 
     def bind(self, call: VoicemailCall) -> None:
         self.call = call
@@ -76,8 +77,10 @@ class Voicemail:
                 self._over("beep")
         if self.greeting_end == "beep" and not self.detector.beep.sounding:
             self.beep_over.set()
-        if self.machine and self.detector.quiet_ms >= GREETING_SILENCE_MS:
-            self._over("silence")
+        if self.machine:  # silence counts from the verdict on
+            self.quiet_ms = self.quiet_ms + FRAME_MS if self.detector.quiet_ms else 0
+            if self.quiet_ms >= GREETING_SILENCE_MS:
+                self._over("silence")
 
     def _over(self, why: str) -> None:
         if not self.greeting_over.is_set():
