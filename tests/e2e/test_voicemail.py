@@ -2,9 +2,10 @@
 `twilio` SDK places the call on a loopback stand-in for Twilio's REST API
 (tests/support/fake_twilio_api.py) and the Twilio caller of tests/support/phone.py answers
 it. A machine (an espeak greeting, then a 1 kHz beep) gets the agent's voicemail message after
-its beep and the call is completed over REST (end reason `voicemail`); a person saying
-"Hello?" is talked to; an inbound call's beep-like tone is nothing. Twilio's async AMD
-callback is signed and checked."""
+its beep (or, without one, after a silence) and the call is completed over REST (end reason
+`voicemail`); a person saying "Hello?" is talked to; an inbound call's beep-like tone is
+nothing. Twilio's async AMD callback is signed and checked, and tells a live call it reached a
+machine."""
 
 from __future__ import annotations
 
@@ -228,3 +229,20 @@ async def test_twilio_amd_tells_a_live_call(pg: PhoneGateway, twilio_api: FakeTw
         "greeting_end": "twilio",
         "message_left": True,
     }
+
+
+async def test_a_machine_without_a_beep_gets_the_message_after_a_silence(
+    pg: PhoneGateway, twilio_api: FakeTwilioApi
+) -> None:
+    pg.llm.requests.clear()
+    agent_id = pg.agent(name="dental-6", voicemail_message=MESSAGE)
+    record, call = await answer(pg, twilio_api, agent_id)
+    text = "Sorry, Sam is not available. Please leave a message."
+    said = await call.say(np.concatenate([silence(400, 8000), speak(text, rate=8000)]))
+    first = await call.wait_media(timeout=60)
+    assert first > said + 2.4  # the machine's silence, counted from its words
+    assert await call.wait_closed(timeout=60) == 1000
+    done = await wait_record(pg, record["id"], lambda r: r["end_reason"] == "voicemail")
+    found = done["metadata"]["voicemail"]
+    assert (found["detected_by"], found["greeting_end"]) == ("phrase", "silence"), found
+    assert not pg.llm.requests
