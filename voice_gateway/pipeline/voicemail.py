@@ -68,6 +68,8 @@ class Voicemail:
 
     def frame(self, pcm: bytes) -> None:
         """A 20 ms frame of the caller's audio (16 kHz PCM16)."""
+        if self.verdict is not None and not self.machine and not self.detector.overruled():
+            return  # a person, for good: nothing more to listen for
         found = self.detector.frame(pcm)
         if found is not None:
             if self.verdict is not None and self.verdict.answered_by == "human":
