@@ -126,8 +126,8 @@ class VoicemailDetector:
     def frame(self, pcm: bytes) -> Verdict | None:
         samples = np.frombuffer(pcm, dtype="<i2")
         self.heard_ms += FRAME_MS
-        loud = len(samples) > 0 and float(np.sqrt(np.mean(samples.astype(np.float64) ** 2)))
-        if loud and loud >= SOUND_RMS:
+        rms = float(np.sqrt(np.mean(samples.astype(np.float64) ** 2))) if len(samples) else 0.0
+        if rms >= SOUND_RMS:
             self.sound_ms, self.quiet_ms = self.sound_ms + FRAME_MS, 0
         else:
             self.quiet_ms += FRAME_MS

@@ -22,7 +22,7 @@ RATE = 16000
 
 def tone(hz: float, ms: int, level: float = 0.3, *also: float) -> np.ndarray:
     t = np.arange(RATE * ms // 1000) / RATE
-    wave = sum(np.sin(2 * np.pi * f * t) for f in (hz, *also)) / (1 + len(also))
+    wave = np.mean([np.sin(2 * np.pi * f * t) for f in (hz, *also)], axis=0)
     return (wave * level * 32767).astype(np.int16)
 
 

@@ -184,8 +184,9 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
     rule = CallerRule(bound=bound, platform_call_id=True)
     record = await _outbound(gw, info.extra.get("call_id"), agent.id, bound)
     first = record.options.get("first_message") if record is not None else None
+    first = first if isinstance(first, str) else None
     # an outbound call greets the person called by its first_message
-    session = VoiceSession(gw, gw.voice, transport, agent, caller=rule, first_message=first or None)
+    session = VoiceSession(gw, gw.voice, transport, agent, caller=rule, first_message=first)
     if record is not None:
         _watch_voicemail(gw, session, record, agent)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
