@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from memory.calls import CallStore
@@ -149,8 +150,8 @@ class Voicemail:
         self.call.control.ending = VOICEMAIL
         await self.call.transport.end(VOICEMAIL)
 
-    async def _note(self, found: dict[str, object]) -> None:
+    async def _note(self, found: Mapping[str, object]) -> None:
         try:
-            await self.store.update(self.record_id, metadata={VOICEMAIL: found})
+            await self.store.update(self.record_id, metadata={VOICEMAIL: dict(found)})
         except Exception as exc:  # bookkeeping: never the reason a call fails
             log.warning("call %s: voicemail verdict not stored: %r", self.record_id, exc)
