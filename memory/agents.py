@@ -32,6 +32,7 @@ AGENT_FIELDS = {
     "metadata",
     "transfer_targets",
     "call_tools",
+    "voicemail_message",
 }
 
 

@@ -107,6 +107,8 @@ class AgentData(_Model):
     # call tools its calls are offered (None: all)
     transfer_targets: dict[str, str] = Field(default_factory=dict)
     call_tools: list[str] | None = None
+    # what an outbound call answered by a machine leaves (None: it hangs up without one)
+    voicemail_message: str | None = None
     created_at: datetime
     updated_at: datetime
     blocks: list[BlockData] = Field(default_factory=list)

@@ -293,4 +293,7 @@ def call_control(i: int, extras: dict[str, Any]) -> dict[str, Any]:
         tools = check_call_tools(extras.get("call_tools"))
     except (TypeError, ValueError) as exc:
         raise ApiError(422, f"agents[{i}]: {exc}") from exc
-    return {"transfer_targets": targets, "call_tools": tools}
+    message = extras.get("voicemail_message")
+    if message is not None and not (isinstance(message, str) and 0 < len(message) <= 2000):
+        raise ApiError(422, f"agents[{i}]: voicemail_message must be 1 to 2000 characters")
+    return {"transfer_targets": targets, "call_tools": tools, "voicemail_message": message}

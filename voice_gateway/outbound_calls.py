@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 VOICE_PATH = "/v1/telephony/twilio/voice"
 STATUS_PATH = "/v1/telephony/twilio/status"
+AMD_PATH = "/v1/telephony/twilio/amd"  # Twilio's answering-machine verdict (async AMD)
 NO_TWILIO = "outbound calls need TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN"
 
 
@@ -121,6 +122,7 @@ async def place(
         twiml_url=twiml_url,
         status_url=f"{base}{STATUS_PATH}?{urlencode({'call_id': record.id})}",
         machine_detection=body.machine_detection,
+        amd_url=f"{base}{AMD_PATH}?{urlencode({'call_id': record.id})}",
         record=body.record,
     )
     try:

@@ -50,6 +50,7 @@ class OutboundCall:
     twiml_url: str
     status_url: str
     machine_detection: str | None = None  # "Enable" | "DetectMessageEnd"
+    amd_url: str | None = None  # where Twilio POSTs AnsweredBy (async AMD: the call goes on)
     record: bool = False
 
 
@@ -74,6 +75,9 @@ class TwilioRest:
         extra: dict[str, object] = {}
         if call.machine_detection:
             extra["machine_detection"] = call.machine_detection
+            if call.amd_url:
+                extra |= {"async_amd": "true", "async_amd_status_callback": call.amd_url}
+                extra["async_amd_status_callback_method"] = "POST"
         if call.record:
             extra["record"] = True
         created = await self._do(

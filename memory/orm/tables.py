@@ -63,6 +63,7 @@ class Agent(Base):
         JSON, default=dict, server_default="{}"
     )
     call_tools: Mapped[list[Any] | None] = mapped_column(JSON)
+    voicemail_message: Mapped[str | None] = mapped_column(Text)  # pipeline/voicemail.py
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 

@@ -327,14 +327,15 @@ def test_a_bad_second_agent_imports_neither(srv: ServerThread, db_url: str) -> N
 def test_voice_and_call_control_fields_travel_with_the_file(
     srv: ServerThread, client: Letta, db_url: str
 ) -> None:
-    """Our fields Letta has no place for (greeting, voice_default, transfer_targets, call_tools)
-    go out under the file's agent metadata `voice_gateway` and come back on import; a bad
-    target in a file is a 422 that imports nothing."""
+    """Our fields Letta has no place for (greeting, voice_default, transfer_targets, call_tools,
+    voicemail_message) go out under the file's agent metadata `voice_gateway` and come back on
+    import; a bad target or message in a file is a 422 that imports nothing."""
     fields = {
         "greeting": "Hello {name}!",
         "voice_default": True,
         "transfer_targets": {"front desk": "+15551230000", "billing": "sip:bill@pbx.example.com"},
         "call_tools": ["end_call", "transfer_call"],
+        "voicemail_message": "Hi, it's the front desk; please call us back.",
     }
     made = httpx.post(
         f"{srv.url}/v1/agents/", json={"name": "desk", "model": "openai/x", **fields}, timeout=30
@@ -356,4 +357,13 @@ def test_voice_and_call_control_fields_travel_with_the_file(
         timeout=30,
     )
     assert resp.status_code == 422 and "agents[0]" in resp.json()["detail"], resp.text
+    assert counts(db_url) == before
+    bad = copy.deepcopy(af)
+    bad["agents"][0]["metadata"]["voice_gateway"]["voicemail_message"] = "x" * 2001
+    resp = httpx.post(
+        f"{srv.url}/v1/agents/import",
+        files={"file": ("x.af", json.dumps(bad).encode(), "application/json")},
+        timeout=30,
+    )
+    assert resp.status_code == 422 and "voicemail_message" in resp.json()["detail"], resp.text
     assert counts(db_url) == before

@@ -54,6 +54,7 @@ class InputPath:
         "recording",
         "resampler",
         "stt",
+        "tap",
     )  # fmt: skip
 
     def __init__(
@@ -66,6 +67,7 @@ class InputPath:
         on_event: OnEvent,
         label: str = "",
         recording: CallRecording | None = None,
+        tap: Callable[[bytes], None] | None = None,
     ) -> None:
         input_rate, output_rate = rates
         self.detector, self.echo, self.stt, self.barge_in = detector, echo, stt, barge_in
@@ -73,6 +75,7 @@ class InputPath:
         self.on_event = on_event
         self.label = label  # the call's id (benchmarks count frames per call by it)
         self.recording = recording
+        self.tap = tap  # sees every 16 kHz frame the turn detector does (voicemail detection)
         self.resampler = StreamingResampler(input_rate, 16000) if input_rate != 16000 else None
         self.far_resampler = (
             StreamingResampler(output_rate, 16000) if output_rate != 16000 else None
@@ -118,6 +121,8 @@ class InputPath:
             return False
         self.last_rx, was_in = time.monotonic(), det.in_confirmed_utterance
         events = det.feed(frame, self.echo.near(frame) if self.echo_on else None)
+        if self.tap is not None:
+            self.tap(frame)
         if events or (det.in_confirmed_utterance and not (was_in and self.stt.feed_now(frame))):
             self._began, self._began_frame, self._began_events = pcm, frame, events
             return False
@@ -159,6 +164,8 @@ class InputPath:
         det = self.detector
         if events is None:
             events = det.feed(frame, self.echo.near(frame) if self.echo_on else None)
+            if self.tap is not None:
+                self.tap(frame)
         # a confirmation carries the utterance so far (this frame included) to STT
         if det.in_confirmed_utterance and not any(isinstance(e, SpeechConfirmed) for e in events):
             await self.stt.feed(frame)

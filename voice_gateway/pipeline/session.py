@@ -76,6 +76,7 @@ from voice_gateway.turns.events import (
 
 if TYPE_CHECKING:
     from voice_gateway.gateway import Gateway
+    from voice_gateway.pipeline.voicemail import Voicemail
 
 log = logging.getLogger(__name__)
 # why the input ended -> the call record's end reason
@@ -138,6 +139,7 @@ class VoiceSession:
         self._parts: CallParts | None = None  # built when the call starts
         self.end_reason: str | None = None  # how the call ended (its call record's end reason)
         self.control = SessionCallControl(self)  # the call tools' way to end or move the call
+        self.voicemail: Voicemail | None = None  # an outbound call's (pipeline/voicemail.py)
 
     @property
     def parts(self) -> CallParts:
@@ -188,8 +190,9 @@ class VoiceSession:
                 )
                 barge_in = BargeIn(rules, detector, stt, tg, echo)
                 rates = (info.input_rate, info.output_rate)
+                vm = self.voicemail.frame if self.voicemail else None
                 inp = InputPath(
-                    rates, detector, echo, stt, barge_in, self._turn_event, self.session_id, rec
+                    rates, detector, echo, stt, barge_in, self._turn_event, self.session_id, rec, vm
                 )
                 self._parts = CallParts(detector, echo, stt, tg, barge_in, inp)
                 helpers = [
@@ -411,6 +414,8 @@ class VoiceSession:
         if not text:
             return None
         await self.send("transcript.final", turn_id=u.turn_id, text=text)
+        if self.voicemail is not None and self.voicemail.heard(text):
+            return None  # a machine's greeting is not answered
         return u.turn(text, stt_ms, self.take_notes())
 
     async def _respond(self, turn: UserTurn) -> None:

@@ -26,6 +26,7 @@ def agent_extras(agent: AgentData) -> dict[str, Any]:
     extras: dict[str, Any] = {"greeting": agent.greeting, "call_tools": agent.call_tools}
     extras |= {"voice_default": agent.voice_default or None}
     extras |= {"transfer_targets": agent.transfer_targets or None}
+    extras |= {"voicemail_message": agent.voicemail_message}
     return {k: v for k, v in extras.items() if v is not None}
 
 

@@ -19,6 +19,7 @@ from memory.tools import ToolData
 LOCAL_EMBED_DIM = 384
 # found by tests/fuzz/test_schemathesis.py: an unbounded int overflowed SQLite's INTEGER (a 500)
 MAX_CONTEXT_WINDOW = 10_000_000
+VOICEMAIL_MAX = 2000  # characters of an agent's voicemail_message (spoken, about 2 minutes)
 _TOOL_NS = uuid.UUID("6f1b5b7e-4d0c-4b8e-9a57-1c0e2f7a9d11")
 # AgentState's endpoint types are closed enums in Letta (and letta-client's strict mode). Ours
 # that Letta lacks are reported as the nearest: the local MiniLM embedder is a Hugging Face
@@ -92,6 +93,7 @@ class AgentCreate(_Body):
     per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
     transfer_targets: dict[str, str] = Field(default_factory=dict)  # call control (ours)
     call_tools: list[str] | None = None
+    voicemail_message: str | None = Field(None, min_length=1, max_length=VOICEMAIL_MAX)
 
     @field_validator("transfer_targets")
     @classmethod
@@ -130,6 +132,7 @@ class AgentUpdate(_Body):
     per_file_view_window_char_limit: int | None = Field(None, ge=1, le=1_000_000)
     transfer_targets: dict[str, str] | None = None
     call_tools: list[str] | None = None
+    voicemail_message: str | None = Field(None, min_length=1, max_length=VOICEMAIL_MAX)
 
     @field_validator("transfer_targets")
     @classmethod
@@ -412,6 +415,7 @@ def agent_json(
         "voice_default": a.voice_default,
         "transfer_targets": a.transfer_targets,
         "call_tools": a.call_tools,
+        "voicemail_message": a.voicemail_message,
         "message_ids": message_ids,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),

@@ -314,9 +314,11 @@ class TwilioTransport(SocketTransport):
         await self._send({"event": "clear", "streamSid": self.stream_sid})
 
     async def end(self, end_reason: str) -> None:
-        """The agent hung up: the call is completed over REST (when credentials are set and
-        it is still ours; a transferred call is not), then the stream is closed."""
-        if end_reason == "agent_ended" and self.rest is not None and not self.stopped:
+        """The agent hung up (or left a voicemail): the call is completed over REST (when
+        credentials are set and it is still ours; a transferred call is not), then the stream
+        is closed."""
+        ours = end_reason in ("agent_ended", "voicemail")
+        if ours and self.rest is not None and not self.stopped:
             try:
                 await self.rest.complete(self.call_sid)
             except TwilioUnavailable as exc:

@@ -80,6 +80,7 @@ RESPONSES: dict[str, Schema] = {
             "agent_type": STR,
             "transfer_targets": {"type": "object", "additionalProperties": STR},
             "call_tools": {"type": ["array", "null"], "items": STR},
+            "voicemail_message": NSTR,
         },
     ),
     "LettaMessage": obj(

@@ -44,6 +44,7 @@ CLEARABLE = {
     "greeting",
     "context_window_limit",
     "call_tools",
+    "voicemail_message",
 }  # PATCH may set these to null
 
 
@@ -132,6 +133,7 @@ async def create_agent(request: Request) -> JSONResponse:
         context_window=body.context_window_limit,
         transfer_targets=body.transfer_targets,
         call_tools=body.call_tools,
+        voicemail_message=body.voicemail_message,
     )
     for block in attach:
         await shared.attach(block, agent.id)

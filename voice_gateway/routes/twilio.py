@@ -11,13 +11,14 @@ from starlette.websockets import WebSocket
 from twilio.request_validator import RequestValidator
 from twilio.twiml.voice_response import Connect, VoiceResponse
 
-from memory.calls import CallStore
-from memory.models import NotFound
+from memory.calls import CallData, CallStore
+from memory.models import AgentData, NotFound
 from voice_gateway.auth import Principal
 from voice_gateway.callers import masked, normalize_phone
 from voice_gateway.capacity import RETRY_AFTER_S, Refusal, Ticket
 from voice_gateway.errors import ApiError
 from voice_gateway.gateway import Gateway, gateway_of
+from voice_gateway.outbound_calls import AMD_PATH, STATUS_PATH
 from voice_gateway.pipeline.callers import CallerRule
 from voice_gateway.pipeline.session import VoiceSession
 from voice_gateway.pipeline.transport import (
@@ -28,6 +29,7 @@ from voice_gateway.pipeline.transport import (
     CLOSE_RESTART,
     CLOSE_TRY_LATER,
 )
+from voice_gateway.pipeline.voicemail import Voicemail
 from voice_gateway.protocol.twilio import TwilioTransport
 from voice_gateway.quotas import QuotaExceeded
 from voice_gateway.routes.voice_ws import admit_call, quota_ender, refusal, run_call
@@ -35,7 +37,11 @@ from voice_gateway.twilio_rest import TwilioRest
 
 log = logging.getLogger(__name__)
 MEDIA_PATH = "/v1/telephony/twilio/media"
-STATUS_PATH = "/v1/telephony/twilio/status"
+# Twilio's AnsweredBy values (async AMD)
+ANSWERED_BY = (
+    *("human", "machine_start", "machine_end_beep", "machine_end_silence"),
+    *("machine_end_other", "fax", "unknown"),
+)
 # Twilio's CallStatus values
 STATUSES = (
     *("queued", "initiated", "ringing", "in-progress"),
@@ -175,9 +181,13 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         await transport.close(CLOSE_QUOTA, exc.detail[:120])
         return
     rule = CallerRule(bound=bound, platform_call_id=True)
-    first = await _first_message(gw, info.extra.get("call_id"), agent.id, bound)
+    record = await _outbound(gw, info.extra.get("call_id"), agent.id, bound)
+    first = record.options.get("first_message") if record is not None else None
+    first = first if isinstance(first, str) else None
     # an outbound call greets the person called by its first_message
     session = VoiceSession(gw, gw.voice, transport, agent, caller=rule, first_message=first)
+    if record is not None:
+        _watch_voicemail(gw, session, record, agent)
     session.watchers.append(lambda: guard.watch(quota_ender(transport)))
     try:
         await run_call(gw, session, guard, info, ticket)
@@ -187,21 +197,30 @@ async def _media_call(gw: Gateway, ws: WebSocket, ticket: Ticket) -> None:
         await transport.close(CLOSE_NORMAL, "call ended")  # no-op if already closed
 
 
-async def _first_message(
+async def _outbound(
     gw: Gateway, call_id: object, agent_id: str, caller: str | None
-) -> str | None:
-    """The first_message of the outbound call a stream belongs to (its record must be of this
-    agent and of the caller the stream's token is bound to)."""
+) -> CallData | None:
+    """The record of the outbound call a stream belongs to (of this agent and of the caller
+    the stream's token is bound to), else None."""
     if not isinstance(call_id, str) or not call_id:
         return None
     try:
         record = await CallStore(gw.memory.db).get(call_id)
     except NotFound:
         return None
-    first = record.options.get("first_message")
-    if record.agent_id != agent_id or record.caller != caller or not isinstance(first, str):
+    if record.agent_id != agent_id or record.caller != caller:
         return None
-    return first
+    return record if record.direction == "outbound" else None
+
+
+def _watch_voicemail(
+    gw: Gateway, session: VoiceSession, record: CallData, agent: AgentData
+) -> None:
+    """An outbound call listens for an answering machine (pipeline/voicemail.py)."""
+    vm = Voicemail(CallStore(gw.memory.db), record.id, agent.voicemail_message)
+    vm.bind(session)
+    session.voicemail = vm
+    session.watchers.append(vm.run)
 
 
 async def status_callback(request: Request) -> Response:
@@ -231,9 +250,33 @@ async def status_callback(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def amd_callback(request: Request) -> Response:
+    """Twilio's async AMD callback of an outbound call (signed like the voice webhook):
+    AnsweredBy goes in the record's metadata and to the live call, which leaves its voicemail
+    message on a machine (pipeline/voicemail.py)."""
+    gw = gateway_of(request)
+    form = await signed_form(request)
+    store = CallStore(gw.memory.db)
+    call_id = request.query_params.get("call_id")
+    sid = form.get("CallSid", "")
+    record = await store.get(call_id) if call_id else await store.by_vendor_id(sid)
+    if record is None or (sid and record.vendor_call_id not in (None, sid)):
+        raise ApiError(404, "call not found")
+    answered_by = form.get("AnsweredBy", "")
+    if answered_by not in ANSWERED_BY:
+        raise ApiError(422, f"AnsweredBy must be one of {', '.join(ANSWERED_BY)}")
+    await store.update(record.id, metadata={"answered_by": answered_by})
+    live = gw.calls.by_record(record.id)
+    if isinstance(live, VoiceSession) and live.voicemail is not None:
+        live.voicemail.vendor(answered_by)
+    log.info("call %s: twilio answered_by %s", record.id, answered_by)
+    return Response(status_code=204)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/v1/telephony/twilio/voice", voice_webhook, methods=["POST"]),
         Route(STATUS_PATH, status_callback, methods=["POST"]),
+        Route(AMD_PATH, amd_callback, methods=["POST"]),
         WebSocketRoute(MEDIA_PATH, media_socket),
     ]
