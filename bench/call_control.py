@@ -8,8 +8,8 @@ loopback REST stand-in of tests/support/fake_twilio_api.py, which notes when eac
 arrived). Each call is Twilio's side of a Media Stream (tests/support/phone.py: the signed
 webhook, media every 20 ms, each `mark` echoed once the audio before it has played in real
 time); the caller presses '#' (a turn of its own) and the scripted model answers with a tool.
-- end_call: the goodbye's last mark echoed (Twilio has played it) -> the request completing the
-  call (`calls(sid).update(status="completed")`) at the stand-in.
+- end_call: the goodbye's last mark echoed (Twilio has played it, to its trailing silence)
+  -> the request completing the call (`calls(sid).update(status="completed")`).
 - transfer_call (cold): the announcement's last mark echoed -> the `<Dial>` update request;
   and the model's reply (announcement + tool call, sent at once) leaving the fake LLM -> the
   same request (it holds the announcement's playback).
@@ -88,8 +88,12 @@ async def one_call(gw: GatewayProcess, api: FakeTwilioApi, agent_id: str, sid: s
 
 
 def after_audio(call: TwilioCall, req: Recorded) -> float:
-    """ms from the last audible mark's echo (Twilio played it) to the REST request."""
-    name = last_loud_mark(call, req.at)
+    """ms from the echo of the reply's last mark (Twilio played it all, its trailing silence
+    too) to the REST request; the reply is the one of the last mark with sound before it."""
+    loud = last_loud_mark(call, req.at)
+    item = (loud or "").rpartition(":")[0]
+    sent = [r.msg["mark"]["name"] for r in call.of_event("mark") if r.at < req.at]
+    name = next((n for n in reversed(sent) if loud and n.rpartition(":")[0] == item), None)
     echoed = dict((n, at) for at, n in call.echoed)
     if name is None or name not in echoed:
         raise RuntimeError("the audio before the REST request was not played back first")
