@@ -88,16 +88,15 @@ async def one_call(gw: GatewayProcess, api: FakeTwilioApi, agent_id: str, sid: s
 
 
 def after_audio(call: TwilioCall, req: Recorded) -> float:
-    """ms from the echo of the reply's last mark (Twilio played it all, its trailing silence
-    too) to the REST request; the reply is the one of the last mark with sound before it."""
+    """ms from the reply's last mark echoed before the REST request (Twilio has played the
+    reply that far, its trailing silence too) to the request; the reply is the one of the last
+    mark with sound before it."""
     loud = last_loud_mark(call, req.at)
     item = (loud or "").rpartition(":")[0]
-    sent = [r.msg["mark"]["name"] for r in call.of_event("mark") if r.at < req.at]
-    name = next((n for n in reversed(sent) if loud and n.rpartition(":")[0] == item), None)
-    echoed = dict((n, at) for at, n in call.echoed)
-    if name is None or name not in echoed:
+    played = [at for at, n in call.echoed if at < req.at and n.rpartition(":")[0] == item]
+    if loud is None or loud not in {n for at, n in call.echoed if at < req.at}:
         raise RuntimeError("the audio before the REST request was not played back first")
-    return (req.at - echoed[name]) * 1000
+    return (req.at - max(played)) * 1000
 
 
 Check = Callable[[Recorded], bool]
