@@ -114,8 +114,11 @@ async def test_playout_with_marks_resolves_on_the_last_one() -> None:
     waiting = asyncio.ensure_future(out.wait())
     await asyncio.sleep(0.05)
     assert not waiting.done()  # the client has played 400 of 1000 ms
+    out.mark(980)  # the last 20 ms frame not yet heard
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
     t0 = time.monotonic()
-    out.mark(990)  # within the slack of the end: heard
+    out.mark(997)  # within the slack of the end (rounding): heard
     await asyncio.wait_for(waiting, 1.0)
     assert time.monotonic() - t0 < 0.1
 

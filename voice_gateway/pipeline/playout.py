@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 
-MARK_SLACK_MS = 25  # a mark this close to the end counts as the end (rounding, last frame)
+MARK_SLACK_MS = 5  # a mark this close to the end counts as the end (rounding: marks cover all)
 MARK_GRACE_S = 2.0  # marks came, but not the last: give up waiting this long past the clock
 
 

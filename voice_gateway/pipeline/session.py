@@ -125,6 +125,7 @@ class VoiceSession:
         self.busy = False
         self.closing = False  # shutting down: queued and new turns are dropped
         self.reply: Reply | None = None  # the reply under way (its handle)
+        self.sent: Playout | None = None  # the last reply's audio, all sent, still being heard
         self.phrase: Playout | None = None  # the last cached phrase played (its playout)
         self.pending_notes: list[str] = []
         self.carry_text = ""
@@ -280,7 +281,7 @@ class VoiceSession:
                 await self.send("transcript.final", turn_id=(tid := new_id("turn")), text=item.text)
                 await self.turns.put(UserTurn(item.text, tid, notes=self.take_notes()))
             elif isinstance(item, Played):
-                for out in (self.reply.playout if self.reply else None, self.phrase):
+                for out in (self.reply.playout if self.reply else None, self.sent, self.phrase):
                     if out is not None and out.item_id == item.item_id:
                         out.mark(item.played_ms)
             elif isinstance(item, Notes):
@@ -432,6 +433,7 @@ class VoiceSession:
             await reply.cancelled(reason)
         self.turn_count += 0 if turn.greeting else 1
         self.reply = p.barge_in.reply = None
+        self.sent = reply.playout  # its marks still come (end_call waits for the last one)
         await self.control.after_reply(reply, cut=task.cancelled())
         p.detector.question = last_sentence(reply.heard())  # what the caller's words answer
         if reply.conversation_gone:  # deleted meanwhile: nothing of the turn was stored
