@@ -223,12 +223,9 @@ def _watch_voicemail(
     session.watchers.append(vm.run)
 
 
-async def status_callback(request: Request) -> Response:
-    """Twilio's status callback of an outbound call (signed like the voice webhook): the status
-    joins the record's history; a final one (completed, busy, no-answer, failed, canceled)
-    ends the record with its end reason, and a call that ended unanswered gets its `call.ended`
-    webhook here (docs/call_reports.md). AnsweredBy (machine detection) goes in metadata."""
-    gw = gateway_of(request)
+async def _callback_of(request: Request, gw: Gateway) -> tuple[dict[str, str], CallStore, CallData]:
+    """A signed callback of an outbound call: its form, the call store and the call's record
+    (by `call_id`, else by CallSid; 404 when unknown or the CallSid is another call's)."""
     form = await signed_form(request)
     store = CallStore(gw.memory.db)
     call_id = request.query_params.get("call_id")
@@ -236,10 +233,21 @@ async def status_callback(request: Request) -> Response:
     record = await store.get(call_id) if call_id else await store.by_vendor_id(sid)
     if record is None or (sid and record.vendor_call_id not in (None, sid)):
         raise ApiError(404, "call not found")
+    return form, store, record
+
+
+async def status_callback(request: Request) -> Response:
+    """Twilio's status callback of an outbound call (signed like the voice webhook): the status
+    joins the record's history; a final one (completed, busy, no-answer, failed, canceled)
+    ends the record with its end reason, and a call that ended unanswered gets its `call.ended`
+    webhook here (docs/call_reports.md). AnsweredBy (machine detection) goes in metadata."""
+    gw = gateway_of(request)
+    form, store, record = await _callback_of(request, gw)
     status = form.get("CallStatus", "")
     if status not in STATUSES:
         raise ApiError(422, f"CallStatus must be one of {', '.join(STATUSES)}")
     extra = {"answered_by": form["AnsweredBy"]} if form.get("AnsweredBy") else None
+    sid = form.get("CallSid", "")
     updated = await store.update(
         record.id, status=status, vendor_call_id=sid or None, metadata=extra
     )
@@ -255,13 +263,7 @@ async def amd_callback(request: Request) -> Response:
     AnsweredBy goes in the record's metadata and to the live call, which leaves its voicemail
     message on a machine (pipeline/voicemail.py)."""
     gw = gateway_of(request)
-    form = await signed_form(request)
-    store = CallStore(gw.memory.db)
-    call_id = request.query_params.get("call_id")
-    sid = form.get("CallSid", "")
-    record = await store.get(call_id) if call_id else await store.by_vendor_id(sid)
-    if record is None or (sid and record.vendor_call_id not in (None, sid)):
-        raise ApiError(404, "call not found")
+    form, store, record = await _callback_of(request, gw)
     answered_by = form.get("AnsweredBy", "")
     if answered_by not in ANSWERED_BY:
         raise ApiError(422, f"AnsweredBy must be one of {', '.join(ANSWERED_BY)}")
